@@ -1,0 +1,14 @@
+"""Temporal activities: thin, one per node or scan step, calling into `sleuth`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sleuth.app import App
+
+
+def build_activities(app: App) -> list[Callable[..., Any]]:
+    """Every activity a worker for `app` registers."""
+    activities: list[Callable[..., Any]] = []
+    return activities

@@ -1,0 +1,574 @@
+"""`Agent`: the tool loop, with reflexion, per-turn grounding, loop detection and checkpoints.
+
+One loop serves both runners: `run_sync` / `arun` in-process, and the durable execute activity,
+which passes `checkpoint=` (a `LoopState` to resume) and `on_checkpoint=` (called after every
+model turn and every tool call, so a retried attempt never redoes a completed tool call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import json
+import re
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from sleuth.events import emit
+from sleuth.grounding import GroundingReport, judge_claims, split_claims
+from sleuth.models import resolve
+from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolCall, Usage
+from sleuth.state import EvidenceItem, LoopState
+from sleuth.termination import Condition, MaxIterations
+from sleuth.tools import Tool, ToolResult, as_tool
+
+CheckpointHook = Callable[[LoopState], Awaitable[None] | None]
+ContextManager = Callable[[list[Message]], Awaitable[list[Message]]]
+
+_active_state: contextvars.ContextVar[LoopState | None] = contextvars.ContextVar(
+    "sleuth_active_state", default=None
+)
+
+
+def charge_usage(usage: Usage) -> None:
+    """Add `usage` to the run whose tool is executing now (a subagent charges its parent)."""
+    state = _active_state.get()
+    if state is not None:
+        state.usage = state.usage + usage
+
+
+@dataclass
+class GroundingSettings:
+    """Per-turn grounding: judge the final answer against the run's evidence."""
+
+    judge: Model | str | None = None
+    """The judge model; `None` uses the agent's own model. Pass `False` to `Agent` to disable."""
+    threshold: float = 0.65
+    """Share of claims that must be grounded to accept the answer as is."""
+    max_research_rounds: int = 1
+    """How often a poorly grounded answer is sent back for more research before claims are dropped."""
+
+
+@dataclass
+class AgentResult:
+    """What a run produced."""
+
+    message: str
+    parsed: Any
+    stop_reason: str
+    iterations: int
+    usage: Usage
+    evidence: list[EvidenceItem]
+    state: LoopState
+    grounding: GroundingReport | None = None
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def structured_output(self) -> Any:
+        return self.parsed
+
+    @property
+    def final_message(self) -> str:
+        return self.message
+
+
+class Agent:
+    """A model with tools, run in a loop until an exit condition holds."""
+
+    def __init__(
+        self,
+        model: Model | str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        system_prompt: str = "",
+        *,
+        output_schema: type[BaseModel] | None = None,
+        termination: Condition | None = None,
+        max_iterations: int = 20,
+        max_output_tokens: int | None = None,
+        submit_tool: str | None = None,
+        reflexion: bool = False,
+        grounding: GroundingSettings | bool | None = None,
+        loop_detection: bool = True,
+        max_loop_warnings: int = 1,
+        max_repair_attempts: int = 2,
+        max_submit_nudges: int = 2,
+        context_manager: ContextManager | None = None,
+        name: str = "agent",
+    ):
+        self.model = resolve(model)
+        self.tools: dict[str, Tool] = {}
+        for item in tools:
+            t = as_tool(item)
+            if t.name in self.tools:
+                raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
+            self.tools[t.name] = t
+        if submit_tool is not None and submit_tool not in self.tools:
+            raise ValueError(
+                f"submit_tool {submit_tool!r} is not among the tools: {', '.join(self.tools) or 'none'}"
+            )
+        self.system_prompt = system_prompt
+        self.output_schema = output_schema
+        self.max_iterations = max_iterations
+        self.termination: Condition = (
+            termination | MaxIterations(max_iterations)
+            if termination
+            else MaxIterations(max_iterations)
+        )
+        self.max_output_tokens = max_output_tokens
+        self.submit_tool = submit_tool
+        self.reflexion = reflexion
+        if grounding is True:
+            grounding = GroundingSettings()
+        self.grounding: GroundingSettings | None = grounding or None
+        self.loop_detection = loop_detection
+        self.max_loop_warnings = max_loop_warnings
+        self.max_repair_attempts = max_repair_attempts
+        self.max_submit_nudges = max_submit_nudges
+        self.context_manager = context_manager
+        self.name = name
+
+    # -- public API -------------------------------------------------------------------------
+
+    def run_sync(self, prompt: str, **kwargs: Any) -> AgentResult:
+        """Run to completion from synchronous code (on a helper thread if a loop is running)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(prompt, **kwargs))
+        box: dict[str, Any] = {}
+
+        def runner() -> None:
+            try:
+                box["result"] = asyncio.run(self.arun(prompt, **kwargs))
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=runner, name=f"sleuth-{self.name}")
+        thread.start()
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["result"]  # type: ignore[no-any-return]
+
+    async def arun(
+        self,
+        prompt: str,
+        *,
+        checkpoint: LoopState | None = None,
+        on_checkpoint: CheckpointHook | None = None,
+    ) -> AgentResult:
+        """Run the loop; resume from `checkpoint` when given."""
+        state = checkpoint.model_copy(deep=True) if checkpoint else self._initial_state(prompt)
+        token = _active_state.set(state)
+        try:
+            await self._loop(state, on_checkpoint)
+        finally:
+            _active_state.reset(token)
+        return await self._finish(state)
+
+    def tool_specs(self) -> list[Any]:
+        return [t.spec() for t in self.tools.values()]
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _initial_state(self, prompt: str) -> LoopState:
+        messages = []
+        system = self.system_prompt
+        if self.output_schema is not None and self.submit_tool is None:
+            system += (
+                "\n\nWhen you have finished, answer with a single JSON object matching this schema:\n"
+                + json.dumps(self.output_schema.model_json_schema())
+            )
+        if system.strip():
+            messages.append(Message(role="system", content=system.strip()))
+        messages.append(Message(role="user", content=prompt))
+        return LoopState(messages=messages)
+
+    async def _save(self, state: LoopState, hook: CheckpointHook | None) -> None:
+        if hook is None:
+            return
+        outcome = hook(state)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    async def _loop(self, state: LoopState, hook: CheckpointHook | None) -> None:
+        if state.finished:
+            return
+        grounding_rounds = 0
+        while True:
+            pending = _pending_tool_calls(state.messages)
+            if pending:
+                await self._run_tool_calls(state, pending, hook)
+                if self._check_exit(state):
+                    return
+                continue
+            if self.context_manager is not None:
+                state.messages = await self.context_manager(state.messages)
+            response = await self._request(state)
+            state.iterations += 1
+            state.usage = state.usage + response.usage
+            state.last_text = response.text
+            state.last_tool_names = [c.name for c in response.tool_calls]
+            emit(
+                "agent.iteration",
+                agent=self.name,
+                iteration=state.iterations,
+                tool_calls=state.last_tool_names,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+            )
+            if response.tool_calls:
+                state.messages.append(
+                    Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+                )
+                await self._save(state, hook)
+                await self._run_tool_calls(state, response.tool_calls, hook)
+                if state.finished:
+                    return
+                if self.reflexion:
+                    self._reflect(state)
+                if self._check_exit(state):
+                    return
+                await self._save(state, hook)
+                continue
+
+            state.messages.append(Message(role="assistant", content=response.text))
+            if not self._accept_final(state, response):
+                if self._check_exit(state):
+                    return
+                await self._save(state, hook)
+                continue
+            if self.grounding is not None and state.evidence:
+                report = await self._ground(state)
+                if report.score < self.grounding.threshold:
+                    if grounding_rounds < self.grounding.max_research_rounds and not self._exit_now(
+                        state
+                    ):
+                        grounding_rounds += 1
+                        state.messages.append(Message(role="user", content=_research_more(report)))
+                        await self._save(state, hook)
+                        continue
+                    state.final_message = _drop_ungrounded(state.final_message, report)
+            self._check_exit(state)
+            if not state.finished:
+                state.finished, state.stop_reason = True, "completed"
+            await self._save(state, hook)
+            return
+
+    async def _request(self, state: LoopState) -> ModelResponse:
+        repairing = (
+            state.repair_attempts > 0
+            and self.output_schema is not None
+            and self.submit_tool is None
+        )
+        schema = (
+            OutputSchema(
+                name=self.output_schema.__name__, json_schema=self.output_schema.model_json_schema()
+            )
+            if repairing and self.output_schema is not None
+            else None
+        )
+        if self.output_schema is not None and not self.tools and self.submit_tool is None:
+            schema = OutputSchema(
+                name=self.output_schema.__name__, json_schema=self.output_schema.model_json_schema()
+            )
+        return await self.model.request(
+            state.messages,
+            tools=self.tool_specs() if self.tools and schema is None else None,
+            output_schema=schema,
+            max_output_tokens=self.max_output_tokens,
+        )
+
+    def _exit_now(self, state: LoopState) -> bool:
+        stop, _ = self.termination.check(state)
+        return stop
+
+    def _check_exit(self, state: LoopState) -> bool:
+        if state.finished:
+            return True
+        stop, reason = self.termination.check(state)
+        if stop:
+            state.finished, state.stop_reason = True, reason
+            if not state.final_message:
+                state.final_message = state.last_text
+        return stop
+
+    async def _run_tool_calls(
+        self, state: LoopState, calls: list[ToolCall], hook: CheckpointHook | None
+    ) -> None:
+        previous_keys = _previous_turn_keys(state.messages)
+        for call in calls:
+            key = _call_key(call)
+            if self.loop_detection and key in previous_keys:
+                state.loop_warnings += 1
+                emit(
+                    "agent.loop_detected",
+                    agent=self.name,
+                    tool=call.name,
+                    arguments=call.arguments,
+                    warnings=state.loop_warnings,
+                )
+                if state.loop_warnings > self.max_loop_warnings:
+                    state.messages.append(
+                        _tool_message(call, "Stopped: the same call was repeated again.")
+                    )
+                    state.finished, state.stop_reason = True, "loop"
+                    state.final_message = state.final_message or state.last_text
+                    await self._save(state, hook)
+                    return
+                state.messages.append(
+                    _tool_message(
+                        call,
+                        f"Loop detected: you called {call.name} with exactly these arguments in the previous "
+                        "step. Repeating it will not give new information. Change course: use different "
+                        "arguments, another tool, or give your answer.",
+                    )
+                )
+                await self._save(state, hook)
+                continue
+            result = await self._invoke(call)
+            item = EvidenceItem(
+                index=len(state.evidence) + 1,
+                tool=call.name,
+                arguments=call.arguments,
+                output=result.content,
+                success=result.ok,
+                error=result.error,
+                iteration=state.iterations,
+                call_id=call.id,
+            )
+            state.evidence.append(item)
+            if result.ok and call.name == self.submit_tool:
+                self._record_submission(state, call)
+            emit(
+                "agent.tool.called",
+                agent=self.name,
+                tool=call.name,
+                arguments=call.arguments,
+                success=result.ok,
+                output_preview=result.content[:200],
+            )
+            state.messages.append(_tool_message(call, result.content))
+            await self._save(state, hook)
+
+    async def _invoke(self, call: ToolCall) -> ToolResult:
+        selected = self.tools.get(call.name)
+        if selected is None:
+            return ToolResult(
+                ok=False,
+                content=f"Unknown tool {call.name!r}. Available tools: {', '.join(self.tools) or 'none'}.",
+                error="unknown_tool",
+            )
+        return await selected.invoke(call.arguments)
+
+    def _record_submission(self, state: LoopState, call: ToolCall) -> None:
+        arguments = call.arguments
+        if len(arguments) == 1 and isinstance(next(iter(arguments.values())), dict):
+            arguments = next(iter(arguments.values()))
+        state.structured_output = dict(arguments)
+        confidence = _find_confidence(call.arguments)
+        if confidence is not None:
+            state.confidence = confidence
+        state.final_message = json.dumps(arguments, ensure_ascii=False, default=str)
+
+    def _accept_final(self, state: LoopState, response: ModelResponse) -> bool:
+        """Validate a text answer; on failure, queue a repair or a submit nudge and return False."""
+        state.final_message = response.text
+        if self.submit_tool is not None and not state.successful_calls(self.submit_tool):
+            if state.nudges < self.max_submit_nudges:
+                state.nudges += 1
+                state.messages.append(
+                    Message(
+                        role="user",
+                        content=f"You have not finished: call the `{self.submit_tool}` tool with your result "
+                        "to submit it. If it was rejected, fix what it said and call it again.",
+                    )
+                )
+                return False
+            return True
+        if self.output_schema is None or self.submit_tool is not None:
+            return True
+        data = (
+            response.structured if response.structured is not None else _extract_json(response.text)
+        )
+        try:
+            if data is None:
+                raise ValueError("the answer contained no JSON object")
+            parsed = self.output_schema.model_validate(data)
+        except (ValidationError, ValueError) as exc:
+            if state.repair_attempts < self.max_repair_attempts:
+                state.repair_attempts += 1
+                state.messages.append(
+                    Message(
+                        role="user",
+                        content=f"Your answer does not match the required schema: {exc}. Reply with only a "
+                        f"JSON object matching: {json.dumps(self.output_schema.model_json_schema())}",
+                    )
+                )
+                return False
+            state.stop_reason = "invalid_output"
+            state.finished = True
+            return True
+        state.structured_output = parsed.model_dump(mode="json")
+        confidence = state.structured_output.get("confidence")
+        if isinstance(confidence, int | float):
+            state.confidence = float(confidence)
+        return True
+
+    async def _ground(self, state: LoopState) -> GroundingReport:
+        assert self.grounding is not None
+        judge_model = (
+            resolve(self.grounding.judge) if self.grounding.judge is not None else self.model
+        )
+        report = await judge_claims(split_claims(state.final_message), state.evidence, judge_model)
+        emit(
+            "agent.grounding",
+            agent=self.name,
+            score=report.score,
+            claims=len(report.claims),
+            ungrounded=[c.claim for c in report.ungrounded],
+        )
+        state.grounding = report.model_dump()
+        return report
+
+    def _reflect(self, state: LoopState) -> None:
+        latest = [e for e in state.evidence if e.iteration == state.iterations]
+        issues = [f"{e.tool} failed: {e.error}" for e in latest if not e.success]
+        issues += [
+            f"{e.tool} returned nothing"
+            for e in latest
+            if e.success and not e.output.strip('[]{}" \n')
+        ]
+        last_tool_messages = [
+            m for m in state.messages[-len(state.last_tool_names) or None :] if m.role == "tool"
+        ]
+        if any(m.content.startswith("Loop detected") for m in last_tool_messages):
+            issues.append("a call repeated the previous step exactly")
+        verdict = "revise" if issues else "on_track"
+        emit(
+            "agent.reflexion",
+            agent=self.name,
+            iteration=state.iterations,
+            verdict=verdict,
+            issues=issues,
+        )
+        if issues:
+            state.plan = "; ".join(issues)
+            state.messages.append(
+                Message(
+                    role="user",
+                    content="Reflection on your last step: "
+                    + "; ".join(issues)
+                    + ". That step went wrong. "
+                    "Before your next tool call, state a revised plan in one or two sentences that avoids "
+                    "this, then continue.",
+                )
+            )
+
+    async def _finish(self, state: LoopState) -> AgentResult:
+        parsed: Any = state.structured_output
+        if parsed is not None and self.output_schema is not None:
+            try:
+                parsed = self.output_schema.model_validate(parsed)
+            except ValidationError:
+                parsed = state.structured_output
+        if state.stop_reason == "invalid_output":
+            parsed = None
+        emit(
+            "agent.terminate",
+            agent=self.name,
+            stop_reason=state.stop_reason,
+            iterations=state.iterations,
+            final_message_preview=state.final_message[:200],
+            total_tokens=state.usage.total_tokens,
+        )
+        grounding = GroundingReport.model_validate(state.grounding) if state.grounding else None
+        return AgentResult(
+            message=state.final_message,
+            parsed=parsed,
+            stop_reason=state.stop_reason or "completed",
+            iterations=state.iterations,
+            usage=state.usage,
+            evidence=list(state.evidence),
+            state=state,
+            grounding=grounding,
+        )
+
+
+def _tool_message(call: ToolCall, content: str) -> Message:
+    return Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
+
+
+def _call_key(call: ToolCall) -> str:
+    return call.name + ":" + json.dumps(call.arguments, sort_keys=True, default=str)
+
+
+def _pending_tool_calls(messages: list[Message]) -> list[ToolCall]:
+    """Tool calls of the last assistant message that have no result yet (a resumed checkpoint)."""
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if message.role == "assistant":
+            if not message.tool_calls:
+                return []
+            answered = {m.tool_call_id for m in messages[position + 1 :] if m.role == "tool"}
+            return [c for c in message.tool_calls if c.id not in answered]
+    return []
+
+
+def _previous_turn_keys(messages: list[Message]) -> set[str]:
+    """(name, arguments) keys of the assistant turn before the latest one."""
+    assistant_turns = [m for m in messages if m.role == "assistant" and m.tool_calls]
+    if len(assistant_turns) < 2:
+        return set()
+    return {_call_key(c) for c in assistant_turns[-2].tool_calls}
+
+
+def _find_confidence(value: Any) -> float | None:
+    if isinstance(value, dict):
+        if "confidence" in value:
+            try:
+                return float(value["confidence"])
+            except (TypeError, ValueError):
+                return None
+        for inner in value.values():
+            found = _find_confidence(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _extract_json(text: str) -> Any:
+    cleaned = re.sub(r"```(?:json)?", "", text).strip()
+    try:
+        return json.loads(cleaned)
+    except (json.JSONDecodeError, ValueError):
+        pass
+    match = re.search(r"\{.*\}", cleaned, re.DOTALL)
+    if match:
+        try:
+            return json.loads(match.group(0))
+        except (json.JSONDecodeError, ValueError):
+            return None
+    return None
+
+
+def _research_more(report: GroundingReport) -> str:
+    lines = "\n".join(f"- {c.claim}" for c in report.ungrounded)
+    return (
+        f"Only {report.score:.0%} of your answer's claims are supported by the tool results so far. "
+        f"These claims have no supporting evidence:\n{lines}\nResearch them with your tools, or drop them, "
+        "then give your answer again."
+    )
+
+
+def _drop_ungrounded(message: str, report: GroundingReport) -> str:
+    kept = message
+    for verdict in report.ungrounded:
+        kept = kept.replace(verdict.claim, "")
+    kept = re.sub(r"\n\s*[-*•]\s*\n", "\n", kept)
+    return re.sub(r"[ \t]{2,}", " ", kept).strip()

@@ -1,0 +1,231 @@
+"""`App`: the registry of named research configs, agents, providers, datastores, pipelines and tools.
+
+Names cross the wire, objects stay in the worker: a workflow input says `{"research": "market-report"}`
+and the worker looks the name up here. Register factories where an object holds per-run state, so
+every run gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sleuth.config import DEFAULT_TASK_QUEUE
+from sleuth.tools import Tool, as_tool
+
+
+class UnknownNameError(LookupError):
+    """A workflow named something the worker's App does not have. Not retryable."""
+
+    def __init__(self, kind: str, name: str, registered: list[str]):
+        self.kind, self.name, self.registered = kind, name, registered
+        listed = ", ".join(sorted(registered)) or "none"
+        super().__init__(f"unknown {kind} {name!r}; registered: {listed}")
+
+
+class AppLoadError(ValueError):
+    """`--app pkg.module:attr` could not be loaded."""
+
+
+@dataclass
+class DatastoreEntry:
+    """A retriever registered under a name; agents that name it get a `search_<name>` tool."""
+
+    name: str
+    retriever: Any
+    description: str = ""
+    top_k: int = 5
+    threshold: float | None = None
+
+    def as_config(self) -> dict[str, Any]:
+        return {
+            "retriever": self.retriever,
+            "description": self.description,
+            "top_k": self.top_k,
+            "threshold": self.threshold,
+        }
+
+
+class App:
+    """What one worker serves. `sleuth worker --app pkg.module:app` loads it."""
+
+    def __init__(self, task_queue: str = DEFAULT_TASK_QUEUE, *, name: str = "sleuth"):
+        self.task_queue = task_queue
+        self.name = name
+        self._research: dict[str, Any] = {}
+        self._agents: dict[str, Callable[[], Any]] = {}
+        self._providers: dict[str, Any] = {}
+        self._datastores: dict[str, DatastoreEntry] = {}
+        self._pipelines: dict[str, Any] = {}
+        self._tools: dict[str, Tool] = {}
+        self._sinks: dict[str, Any] = {}
+
+    # -- registration -------------------------------------------------------------------------
+
+    def research(self, name: str, spec: Any) -> Any:
+        """Register a research config (from `create_research_workflow`, or a factory returning one)."""
+        self._research[_check_name("research config", name, self._research)] = spec
+        return spec
+
+    def agent(self, name: str, factory: Callable[[], Any] | Any) -> Any:
+        """Register an agent factory (a callable returning a fresh agent for each run)."""
+        self._agents[_check_name("agent", name, self._agents)] = (
+            factory if callable(factory) and not hasattr(factory, "arun") else (lambda: factory)
+        )
+        return factory
+
+    def provider(self, name: str, provider: Any) -> Any:
+        """Register a `KnowledgeProvider` for `KnowledgeScanWorkflow`."""
+        self._providers[_check_name("provider", name, self._providers)] = provider
+        return provider
+
+    def datastore(
+        self,
+        name: str,
+        retriever: Any,
+        *,
+        description: str = "",
+        top_k: int = 5,
+        threshold: float | None = None,
+    ) -> DatastoreEntry:
+        """Register a retriever; research configs and agents that list `name` get `search_<name>`."""
+        entry = DatastoreEntry(name, retriever, description, top_k, threshold)
+        self._datastores[_check_name("datastore", name, self._datastores)] = entry
+        return entry
+
+    def pipeline(self, name: str, pipeline: Any) -> Any:
+        """Register a composition pipeline (or a factory returning one) for `PipelineWorkflow`."""
+        self._pipelines[_check_name("pipeline", name, self._pipelines)] = pipeline
+        return pipeline
+
+    def tool(self, value: Tool | Callable[..., Any], *, name: str | None = None) -> Tool:
+        """Register a tool by name, for agents declared in YAML."""
+        registered = as_tool(value)
+        self._tools[_check_name("tool", name or registered.name, self._tools)] = registered
+        return registered
+
+    def sink(self, name: str, sink: Any) -> Any:
+        """Register a named row sink for scans."""
+        self._sinks[_check_name("sink", name, self._sinks)] = sink
+        return sink
+
+    # -- lookup ---------------------------------------------------------------------------------
+
+    def get_research(self, name: str) -> Any:
+        spec = _lookup("research config", name, self._research)
+        if callable(spec) and not hasattr(spec, "execute"):
+            spec = spec()
+        return spec
+
+    def new_agent(self, name: str) -> Any:
+        return _lookup("agent", name, self._agents)()
+
+    def get_provider(self, name: str) -> Any:
+        return _lookup("provider", name, self._providers)
+
+    def get_datastore(self, name: str) -> DatastoreEntry:
+        return _lookup("datastore", name, self._datastores)
+
+    def datastore_configs(self, names: list[str] | None) -> dict[str, dict[str, Any]]:
+        """The `datastores=` mapping for the named stores (errors name what is registered)."""
+        return {name: self.get_datastore(name).as_config() for name in names or []}
+
+    def get_pipeline(self, name: str) -> Any:
+        pipeline = _lookup("pipeline", name, self._pipelines)
+        if callable(pipeline) and not hasattr(pipeline, "run"):
+            pipeline = pipeline()
+        return pipeline
+
+    def get_tool(self, name: str) -> Tool:
+        return _lookup("tool", name, self._tools)
+
+    def get_sink(self, name: str) -> Any:
+        return _lookup("sink", name, self._sinks)
+
+    @property
+    def research_names(self) -> list[str]:
+        return sorted(self._research)
+
+    @property
+    def agent_names(self) -> list[str]:
+        return sorted(self._agents)
+
+    @property
+    def provider_names(self) -> list[str]:
+        return sorted(self._providers)
+
+    @property
+    def datastore_names(self) -> list[str]:
+        return sorted(self._datastores)
+
+    @property
+    def pipeline_names(self) -> list[str]:
+        return sorted(self._pipelines)
+
+    @property
+    def tool_names(self) -> list[str]:
+        return sorted(self._tools)
+
+
+def _check_name(kind: str, name: str, registry: dict[str, Any]) -> str:
+    if not name or not isinstance(name, str):
+        raise ValueError(f"a {kind} needs a non-empty name")
+    if name in registry:
+        raise ValueError(f"{kind} {name!r} is already registered")
+    return name
+
+
+def _lookup(kind: str, name: str, registry: dict[str, Any]) -> Any:
+    try:
+        return registry[name]
+    except KeyError:
+        raise UnknownNameError(kind, name, list(registry)) from None
+
+
+_current_app: App | None = None
+
+
+def load_app(target: str | App | None = None) -> App:
+    """Load `pkg.module:attr` (an `App`, or a function returning one); `None` is the built-in demo app."""
+    global _current_app
+    if isinstance(target, App):
+        app = target
+    elif target is None:
+        from sleuth.demo import build_demo_app
+
+        app = build_demo_app()
+    else:
+        module_name, sep, attribute = target.partition(":")
+        if not sep or not module_name or not attribute:
+            raise AppLoadError(f"--app {target!r} must look like 'package.module:app'")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise AppLoadError(
+                f"cannot import {module_name!r} for --app {target!r}: {exc}"
+            ) from exc
+        try:
+            value = getattr(module, attribute)
+        except AttributeError:
+            raise AppLoadError(
+                f"module {module_name!r} has no attribute {attribute!r} (--app {target!r})"
+            ) from None
+        app = value() if callable(value) and not isinstance(value, App) else value
+        if not isinstance(app, App):
+            raise AppLoadError(f"--app {target!r} is a {type(app).__name__}, not a sleuth.App")
+    _current_app = app
+    return app
+
+
+def current_app() -> App:
+    """The App the running worker serves (activities look names up here)."""
+    if _current_app is None:
+        raise RuntimeError("no App is loaded in this process; start the worker with load_app(...)")
+    return _current_app
+
+
+def set_current_app(app: App) -> None:
+    global _current_app
+    _current_app = app

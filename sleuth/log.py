@@ -1,0 +1,50 @@
+"""structlog, configured once: a console renderer for people, JSON for machines (`SLEUTH_LOG_FORMAT=json`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import structlog
+
+_configured = False
+
+
+def configure_logging(*, json_format: bool | None = None, level: str | None = None) -> None:
+    """Configure structlog and stdlib logging once; later calls are no-ops."""
+    global _configured
+    if _configured:
+        return
+    if json_format is None:
+        json_format = os.environ.get("SLEUTH_LOG_FORMAT", "console").lower() == "json"
+    level_name = (level or os.environ.get("SLEUTH_LOG_LEVEL", "INFO")).upper()
+    numeric_level = logging.getLevelName(level_name)
+    if not isinstance(numeric_level, int):
+        numeric_level = logging.INFO
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if json_format
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.basicConfig(
+        level=numeric_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    _configured = True
+
+
+def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:
+    return structlog.get_logger(name)  # type: ignore[no-any-return]

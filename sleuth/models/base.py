@@ -1,0 +1,110 @@
+"""The one `Model` protocol every provider adapter implements, and its message types."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+
+class ToolCall(BaseModel):
+    """A tool invocation the model asked for."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(BaseModel):
+    """One conversation message. `tool` messages answer the `ToolCall` named by `tool_call_id`."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class ToolSpec(BaseModel):
+    """What a model is told about a tool: its name, description and JSON-schema parameters."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class OutputSchema(BaseModel):
+    """A JSON schema the final answer must satisfy (providers' strict structured-output mode)."""
+
+    name: str = "output"
+    json_schema: dict[str, Any]
+
+
+class Usage(BaseModel):
+    """Token usage of one request, or the sum over a run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ModelResponse(BaseModel):
+    """A model's answer: text, tool calls, and (with an output schema) the parsed JSON object."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    structured: dict[str, Any] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str | None = None
+
+
+class ModelError(Exception):
+    """Base class of errors raised by model adapters."""
+
+
+class RetryableModelError(ModelError):
+    """A transient failure (408/409/429/5xx, timeouts): retry, after `retry_after` seconds if set."""
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, retry_after: float | None = None
+    ):
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after = retry_after
+
+
+class NonRetryableModelError(ModelError):
+    """A failure retrying cannot fix (other 4xx, bad schema, missing key): the message says what to do."""
+
+    def __init__(self, message: str, *, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model. Adapters build their SDK clients with `max_retries=0`: callers own retries."""
+
+    name: str
+
+    async def request(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        output_schema: OutputSchema | None = None,
+        max_output_tokens: int | None = None,
+        tool_choice: str | None = None,
+    ) -> ModelResponse:
+        """Send one request. `tool_choice` is "auto" (default), "none", "required" or a tool name."""
+        ...

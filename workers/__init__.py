@@ -1,0 +1,1 @@
+"""Worker process, CLI, client helpers, schedules and the embedded dev server."""
