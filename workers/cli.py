@@ -1,0 +1,55 @@
+"""The `sleuth` command line. Each feature adds its subcommands from its own module.
+
+A command module defines `register(subparsers)`, adding parsers whose `func(args) -> int` runs the
+command (coroutines are awaited). Add the module's name to COMMAND_MODULES.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Sequence
+
+COMMAND_MODULES: list[str] = []
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sleuth",
+        description="Durable deep-research agents on Temporal.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    outcome = func(args)
+    if inspect.isawaitable(outcome):
+        outcome = asyncio.run(outcome)  # type: ignore[arg-type]
+    return int(outcome or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point. Exits with os._exit after flushing: temporalio can abort at interpreter exit."""
+    try:
+        code = run(argv)
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as exc:  # a person reads this: one line, what went wrong
+        print(f"sleuth: error: {exc}", file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
