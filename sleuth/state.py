@@ -44,6 +44,8 @@ class LoopState(BaseModel):
     stop_reason: str | None = None
     final_message: str = ""
     grounding: dict[str, Any] | None = None
+    layers: dict[str, Any] = Field(default_factory=dict)
+    """State of capability layers (files, todos, ...) so a checkpoint carries it across restarts."""
 
     def successful_calls(self, tool_name: str) -> list[EvidenceItem]:
         return [e for e in self.evidence if e.tool == tool_name and e.success]

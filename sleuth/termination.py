@@ -26,6 +26,8 @@ class Condition:
 
 
 class AllOf(Condition):
+    conditions: list[Condition]
+
     def __init__(self, conditions: list[Condition]):
         self.conditions = [
             c
@@ -47,6 +49,8 @@ class AllOf(Condition):
 
 
 class AnyOf(Condition):
+    conditions: list[Condition]
+
     def __init__(self, conditions: list[Condition]):
         self.conditions = [
             c
