@@ -8,6 +8,7 @@ async with open_session(args.app, task_queue=args.task_queue) as session:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -68,6 +69,29 @@ async def workflow_pollers(client: Client, task_queue: str) -> int:
     )
 
 
+def resolve_task_queue(explicit: str | None, app: App | None) -> str:
+    """`--task-queue`, else `$SLEUTH_TASK_QUEUE`, else the App's queue, else "sleuth"."""
+    return (
+        explicit
+        or os.environ.get(TASK_QUEUE_ENV)
+        or (app.task_queue if app is not None else DEFAULT_TASK_QUEUE)
+    )
+
+
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the `--app` and `--task-queue` options every command that runs workflows takes."""
+    parser.add_argument(
+        "--app",
+        metavar="PKG.MODULE:APP",
+        help="the App to serve (default: the built-in demo app)",
+    )
+    parser.add_argument(
+        "--task-queue",
+        metavar="QUEUE",
+        help="task queue (default: $SLEUTH_TASK_QUEUE, else the App's queue)",
+    )
+
+
 @contextlib.asynccontextmanager
 async def open_session(
     app_target: str | App | None,
@@ -78,18 +102,18 @@ async def open_session(
 ) -> AsyncIterator[Session]:
     """Connect to Temporal (starting the embedded server if needed) and make sure a worker serves.
 
-    The task queue is `task_queue`, else `$SLEUTH_TASK_QUEUE`, else the App's own queue. With
+    The task queue is `task_queue`, else `$SLEUTH_TASK_QUEUE`, else the App's own queue (the App
+    is only loaded when a worker may be needed or `app_target` is given). With
     `need_worker=True` and no worker polling that queue, a worker for the App runs in this process
     until the session ends, and one line on stderr says so.
     """
     resolved_address = await ensure_temporal(address)
     client = await connect(resolved_address)
     session = Session(client=client, task_queue="", app_target=app_target)
-    session.task_queue = (
-        task_queue
-        or os.environ.get(TASK_QUEUE_ENV)
-        or (session.app.task_queue if need_worker or app_target is not None else DEFAULT_TASK_QUEUE)
-    )
+    if need_worker or app_target is not None:
+        session.task_queue = resolve_task_queue(task_queue, session.app)
+    else:
+        session.task_queue = resolve_task_queue(task_queue, None)
     if not need_worker or await workflow_pollers(client, session.task_queue) > 0:
         yield session
         return

