@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "create_research_workflow": "sleuth.research",
     "ResearchSpec": "sleuth.research",
     "next_node": "sleuth.research",
+    "ResearchResult": "sleuth.research",
     # knowledge scans
     "KnowledgeProvider": "sleuth.knowledge",
     "ItemRef": "sleuth.knowledge",

@@ -1,0 +1,208 @@
+"""The research graph in-process: the router, every path through it, and the final state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from pydantic import BaseModel
+from research_scripts import FACT, ResearchScript, lookup, scripted_model
+
+from sleuth import App, create_research_workflow, next_node
+from sleuth.models.scripted import ScriptedModel, text, tool_call
+from sleuth.research import ResearchDigest, end_reason, node_of_request
+
+
+def route(node: str, **fields: object) -> str:
+    return next_node(ResearchDigest(node=node, **fields))  # type: ignore[arg-type]
+
+
+def test_router_follows_the_graph() -> None:
+    assert route("start") == "execute"
+    assert route("execute") == "causal_inference"
+    assert route("execute", causal_inference=False) == "summarize"
+    assert route("causal_inference") == "summarize"
+    assert route("summarize") == "grounding_eval"
+    assert route("regenerate") == "grounding_eval"
+    assert route("replan") == "execute"
+
+
+def test_router_spends_regenerations_then_replans_then_stops() -> None:
+    low = {"grounding_score": 0.5, "grounding_threshold": 0.65}
+    assert route("grounding_eval", grounding_score=0.65, grounding_threshold=0.65) == "done"
+    assert route("grounding_eval", **low) == "regenerate"
+    assert route("grounding_eval", regeneration_count=1, **low) == "replan"
+    assert route("grounding_eval", regeneration_count=1, replan_count=2, **low) == "done"
+    assert next_node({"node": "grounding_eval", "max_regenerations": 0, **low}) == "replan"
+    assert end_reason({"grounding_score": 0.9}) == "grounded"
+    assert end_reason({"grounding_score": 0.1, "max_replans": 0}) == "max_regenerations"
+    assert end_reason({"grounding_score": 0.1, "max_replans": 2}) == "max_replans"
+    with pytest.raises(ValueError, match="unknown research node"):
+        route("typo")
+
+
+async def test_grounded_at_once() -> None:
+    script = ResearchScript(verdicts=[True])
+    spec = create_research_workflow(model=scripted_model(script), tools=[lookup])
+    result = await spec.execute({"prompt": "How fast did the CRM market grow?"})
+    state = result.final_state
+    assert state["end_reason"] == "grounded"
+    assert state["grounding_score"] == 1.0
+    assert state["replan_count"] == 0 and state["regeneration_count"] == 0
+    assert state["nodes"] == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert state["summary"] == script.summary
+    assert state["causal_chain"].startswith("Vendor consolidation")
+    assert [e["tool"] for e in state["evidence"]] == ["lookup"]
+    claim = state["claims"][0]
+    assert claim["grounded"] and claim["evidence"] == [1]
+    assert FACT in claim["evidence_text"][0]
+    assert state["sources"] == ["gartner-2024.pdf"]
+    assert state["usage"]["total_tokens"] > 0
+
+
+async def test_regenerate_then_grounded() -> None:
+    script = ResearchScript(verdicts=[False, True])
+    spec = create_research_workflow(model=scripted_model(script), tools=[lookup])
+    state = (await spec.execute({"prompt": "CRM growth?"})).final_state
+    assert state["nodes"][-3:] == ["grounding_eval", "regenerate", "grounding_eval"]
+    assert (state["regeneration_count"], state["replan_count"]) == (1, 0)
+    assert state["score_history"] == [0.0, 1.0]
+    assert state["end_reason"] == "grounded"
+
+
+async def test_replan_then_grounded_gathers_more_evidence() -> None:
+    script = ResearchScript(verdicts=[False, False, True])
+    spec = create_research_workflow(model=scripted_model(script), tools=[lookup])
+    state = (await spec.execute("CRM growth?")).final_state
+    assert state["replan_count"] == 1 and state["regeneration_count"] == 1
+    assert state["nodes"].count("execute") == 2
+    assert [e["index"] for e in state["evidence"]] == [1, 2]
+    assert state["focused_prompts"] == ["Look up the CRM market growth figure for 2024."]
+    assert state["end_reason"] == "grounded"
+
+
+async def test_both_exhausted_ends_the_run() -> None:
+    script = ResearchScript(verdicts=[False])
+    spec = create_research_workflow(
+        model=scripted_model(script), tools=[lookup], max_replans=2, max_regenerations=1
+    )
+    state = (await spec.execute("CRM growth?")).final_state
+    assert (state["replan_count"], state["regeneration_count"]) == (2, 1)
+    assert state["end_reason"] == "max_replans"
+    assert state["score_history"] == [0.0, 0.0, 0.0, 0.0]
+    only_regenerations = create_research_workflow(
+        model=scripted_model(ResearchScript(verdicts=[False])), tools=[lookup], max_replans=0
+    )
+    assert (await only_regenerations.execute("q?")).final_state["end_reason"] == "max_regenerations"
+
+
+async def test_per_run_overrides_and_no_causal_inference() -> None:
+    script = ResearchScript(verdicts=[False])
+    spec = create_research_workflow(
+        model=scripted_model(script), tools=[lookup], causal_inference=False
+    )
+    state = (
+        await spec.execute({"prompt": "q?", "max_replans": 0, "max_regenerations": 0})
+    ).final_state
+    assert state["nodes"] == ["execute", "summarize", "grounding_eval"]
+    assert "causal_inference" not in script.seen
+
+
+class Report(BaseModel):
+    summary: str
+    key_findings: list[str]
+    confidence: float
+
+
+async def test_output_schema_is_validated_and_repaired() -> None:
+    good = {
+        "summary": FACT,
+        "key_findings": ["Gartner reported 12 percent growth in 2024."],
+        "confidence": 0.8,
+    }
+    answers = iter([text("not json at all"), text(json.dumps(good))])
+    script = ResearchScript()
+
+    def responder(call):  # type: ignore[no-untyped-def]
+        if node_of_request(call.messages) == "summarize":
+            assert call.output_schema is not None and call.output_schema.name == "Report"
+            return next(answers)
+        return script(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=responder), tools=[lookup], output_schema=Report
+    )
+    state = (await spec.execute("q?")).final_state
+    assert state["structured_output"] == good
+    assert state["summary"] == FACT
+    assert [c["claim"] for c in state["claims"]] == [FACT, good["key_findings"][0]]
+
+
+async def test_lexical_fallback_without_a_judge() -> None:
+    script = ResearchScript(summary=FACT + " Pigs can fly over the moon every Tuesday.")
+    spec = create_research_workflow(
+        model=scripted_model(script),
+        tools=[lookup],
+        judge_model=False,
+        max_replans=0,
+        max_regenerations=0,
+    )
+    state = (await spec.execute("q?")).final_state
+    assert state["grounding_method"] == "lexical"
+    assert state["grounding_score"] == 0.5
+    assert [c["grounded"] for c in state["claims"]] == [True, False]
+    assert "grounding_eval" not in script.seen
+
+
+async def test_unparseable_judge_output_falls_back_per_claim() -> None:
+    script = ResearchScript()
+
+    def responder(call):  # type: ignore[no-untyped-def]
+        if node_of_request(call.messages) == "grounding_eval":
+            return text("I think it's mostly fine!")
+        return script(call)
+
+    spec = create_research_workflow(model=ScriptedModel(responder=responder), tools=[lookup])
+    state = (await spec.execute("q?")).final_state
+    assert state["grounding_method"] == "lexical"
+    assert state["grounding_score"] == 1.0
+
+
+async def test_concurrent_runs_of_one_spec_do_not_share_state() -> None:
+    def execute_turn(call):  # type: ignore[no-untyped-def]
+        topic = call.messages[1].content
+        if not any(m.role == "tool" for m in call.messages):
+            return tool_call("lookup", topic=topic)
+        return text("done")
+
+    spec = create_research_workflow(
+        model=scripted_model(ResearchScript(execute_turn=execute_turn)), tools=[lookup]
+    )
+    prompts = [f"topic {n}" for n in range(8)]
+    results = await asyncio.gather(*(spec.execute(p) for p in prompts))
+    for prompt, result in zip(prompts, results, strict=True):
+        evidence = result.final_state["evidence"]
+        assert [e["arguments"]["topic"] for e in evidence] == [prompt]
+        assert result.final_state["prompt"] == prompt
+
+
+async def test_datastore_names_resolve_through_the_app() -> None:
+    class Retriever:
+        def retrieve(self, query, top_k=5, min_score=None):  # type: ignore[no-untyped-def]
+            return [{"id": "c1", "text": FACT, "score": 0.9, "source": "notes.md"}]
+
+    app = App()
+    app.datastore("notes", Retriever(), description="market notes")
+
+    def execute_turn(call):  # type: ignore[no-untyped-def]
+        assert "search_notes" in call.tool_names and "market notes" in call.system_text
+        if not any(m.role == "tool" for m in call.messages):
+            return tool_call("search_notes", query="crm growth")
+        return text("done")
+
+    spec = create_research_workflow(
+        model=scripted_model(ResearchScript(execute_turn=execute_turn)), datastores=["notes"]
+    )
+    state = (await spec.execute("q?", app=app)).final_state
+    assert state["sources"] == ["notes.md"]
