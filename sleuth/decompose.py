@@ -1,0 +1,547 @@
+"""Hierarchical task decomposition (`type: deep`): decide, recurse, synthesise, within one budget.
+
+A `DeepDecomposer` asks its model once whether a task can be solved directly. If not, the model
+lists subtasks; each is decomposed the same way (in parallel, at most `max_fan_out` at once), down
+to `max_depth`, where tasks are always solved directly with a ReAct loop. The subtask results are
+gathered into a digest (`## Subtask 1: <text>` …) and a final ReAct loop, with tools, synthesises
+the answer.
+
+The `Budget` covers the whole tree, not each node. Every node works within an *allowance*: a
+parent splits its own allowance among its subtasks and its synthesis with a `BudgetPool`, which
+only hands out what nobody else holds, and takes back what a finished subtask did not use. So
+parallel subtasks cannot together spend more than the tree has. Tool calls are counted exactly (a
+call past the allowance is refused, not run); tokens are checked before each model call, so one
+node can overshoot by at most the model call that crossed its line. When the budget is spent the
+remaining work ends with what is known, and the result says `outcome="budget_exhausted"`.
+
+The same node functions (`decide`, `solve`, `synthesize`) and the same `BudgetPool` serve both
+runners: `DeepDecomposer.arun` in-process and `workflows.DecomposeWorkflow` durably.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sleuth.agent import Agent, CheckpointHook
+from sleuth.events import emit
+from sleuth.models import resolve
+from sleuth.models.base import Message, Model, Usage
+from sleuth.state import LoopState
+from sleuth.termination import Condition
+from sleuth.tools import Tool, ToolResult, as_tool
+
+DEFAULT_MAX_DEPTH = 3
+BUDGET_REFUSED = "budget_exhausted"
+NOT_RUN_TEXT = "(not run: the shared budget ran out before this subtask started)"
+
+_DECISION_PROMPT = """Decide how to handle the task below.
+If you can solve it directly, answer with exactly: {{"direct": true}}
+If it should be split into smaller subtasks, answer with exactly:
+  {{"direct": false, "subtasks": ["first subtask", "second subtask", ...]}}
+Answer with the JSON object only.
+Task: {task}"""
+
+
+def decision_prompt(task: str) -> str:
+    """The one-call decision prompt for `task`."""
+    return _DECISION_PROMPT.format(task=task)
+
+
+def synthesis_prompt(task: str, digest: str) -> str:
+    """The prompt of the synthesis ReAct loop: the original task and the subtask digest."""
+    return (
+        f"Original task: {task}\nSubtask results:\n{digest}\n"
+        "Synthesize a final comprehensive answer."
+    )
+
+
+def build_digest(results: Sequence[tuple[str, str]]) -> str:
+    """The markdown digest of (subtask, result) pairs: `## Subtask 1: <text>\\n<result>` …"""
+    return "\n\n".join(
+        f"## Subtask {number}: {subtask}\n{result}"
+        for number, (subtask, result) in enumerate(results, start=1)
+    )
+
+
+def effective_max_depth(value: int | None, default: int = DEFAULT_MAX_DEPTH) -> int:
+    """`None` means `default`; 0 means 3 (as a YAML `deep_max_depth: 0` does)."""
+    if value is None:
+        value = default
+    if value < 0:
+        raise ValueError(f"max_depth must be 0 or more, not {value}")
+    return value or DEFAULT_MAX_DEPTH
+
+
+def preview(text: str, limit: int = 120) -> str:
+    """One line of at most `limit` characters, for events, summaries and the tree."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# -- budget -----------------------------------------------------------------------------------
+
+_DIMENSIONS = ("tool_calls", "input_tokens", "output_tokens")
+
+
+class Budget(BaseModel):
+    """Limits for a whole decomposition tree (or one node's allowance). `None` is unlimited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_tool_calls: int | None = None
+    """Tool calls across every ReAct loop of the tree."""
+    max_input_tokens: int | None = None
+    """Model input tokens across every call of the tree (decisions, leaves, syntheses)."""
+    max_output_tokens: int | None = None
+    """Model output tokens across every call of the tree."""
+
+    def limit(self, dimension: str) -> int | None:
+        return getattr(self, f"max_{dimension}")  # type: ignore[no-any-return]
+
+    @property
+    def is_spent(self) -> bool:
+        """True when any limited dimension has nothing left."""
+        return any((self.limit(d) is not None and self.limit(d) <= 0) for d in _DIMENSIONS)  # type: ignore[operator]
+
+    def minus(self, spent: Spend) -> Budget:
+        """What is left of this allowance after `spent` (never below zero)."""
+        values: dict[str, int | None] = {}
+        for dimension in _DIMENSIONS:
+            limit = self.limit(dimension)
+            values[f"max_{dimension}"] = (
+                None if limit is None else max(0, limit - getattr(spent, dimension))
+            )
+        return Budget(**values)
+
+
+class Spend(BaseModel):
+    """What a node (or a subtree) used."""
+
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(**{d: getattr(self, d) + getattr(other, d) for d in _DIMENSIONS})
+
+    @classmethod
+    def of(cls, usage: Usage, tool_calls: int = 0) -> Spend:
+        return cls(
+            tool_calls=tool_calls,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+        )
+
+
+class BudgetPool:
+    """Splits one allowance among `consumers` (the subtasks, then the synthesis) that run in parallel.
+
+    `grant()` reserves a share for the next consumer — an even split of what nobody holds yet
+    over the consumers still waiting, at least one unit of each limited dimension — or returns
+    `None` when nothing is left. `settle(grant, spent)` ends the reservation and books what was
+    really used, so unused budget flows to later consumers. Reservations never exceed the
+    allowance, which is why parallel consumers cannot overspend it together. The last consumer
+    (the synthesis) gets everything that is left.
+    """
+
+    def __init__(self, allowance: Budget, consumers: int):
+        self.allowance = allowance
+        self.waiting = consumers
+        self.spent = Spend()
+        self._reserved = {d: 0 for d in _DIMENSIONS}
+
+    def _free(self, dimension: str) -> int | None:
+        limit = self.allowance.limit(dimension)
+        if limit is None:
+            return None
+        return max(0, limit - getattr(self.spent, dimension) - self._reserved[dimension])
+
+    def grant(self) -> Budget | None:
+        waiting = max(1, self.waiting)
+        self.waiting = max(0, self.waiting - 1)
+        shares: dict[str, int | None] = {}
+        for dimension in _DIMENSIONS:
+            free = self._free(dimension)
+            if free is None:
+                shares[dimension] = None
+                continue
+            if free <= 0:
+                return None
+            shares[dimension] = max(1, free // waiting)
+        for dimension, share in shares.items():
+            if share is not None:
+                self._reserved[dimension] += share
+        return Budget(**{f"max_{d}": shares[d] for d in _DIMENSIONS})
+
+    def settle(self, grant: Budget | None, spent: Spend) -> None:
+        if grant is not None:
+            for dimension in _DIMENSIONS:
+                share = grant.limit(dimension)
+                if share is not None:
+                    self._reserved[dimension] -= share
+        self.spent = self.spent + spent
+
+    def remaining(self) -> Budget:
+        """The allowance minus what was spent and what is still reserved."""
+        return Budget(**{f"max_{d}": self._free(d) for d in _DIMENSIONS})
+
+
+# -- results and the tree ---------------------------------------------------------------------
+
+NodeStatus = Literal["pending", "deciding", "solving", "running", "synthesizing", "done", "skipped"]
+
+
+class TaskNode(BaseModel):
+    """One task of the tree: what it is, how far it got, what it used."""
+
+    task: str
+    depth: int
+    status: NodeStatus = "pending"
+    mode: Literal["direct", "decomposed"] | None = None
+    children: list[TaskNode] = Field(default_factory=list)
+    result_preview: str = ""
+    spent: Spend = Field(default_factory=Spend)
+    budget_exhausted: bool = False
+    workflow_id: str | None = None
+
+    def count(self, status: NodeStatus) -> int:
+        """How many nodes of this subtree have `status`."""
+        return (self.status == status) + sum(c.count(status) for c in self.children)
+
+
+class Decision(BaseModel):
+    """The outcome of the decision call."""
+
+    direct: bool
+    subtasks: list[str] = Field(default_factory=list)
+    reason: str = ""
+    spent: Spend = Field(default_factory=Spend)
+    budget_exhausted: bool = False
+
+
+class NodeOutcome(BaseModel):
+    """A leaf's or a synthesis's answer."""
+
+    text: str
+    spent: Spend = Field(default_factory=Spend)
+    budget_exhausted: bool = False
+
+
+class DecomposeResult(BaseModel):
+    """What a decomposition produced."""
+
+    answer: str
+    outcome: Literal["completed", "budget_exhausted"]
+    spent: Spend
+    tree: TaskNode
+
+    @property
+    def message(self) -> str:
+        """The answer (so a decomposition can be a pipeline stage like any agent)."""
+        return self.answer
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.outcome == "budget_exhausted"
+
+
+def parse_decision(text: str) -> tuple[bool, list[str], str]:
+    """(direct, subtasks, reason). Anything but a well-formed split means: solve directly."""
+    cleaned = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip())
+    try:
+        data = json.loads(cleaned)
+    except (json.JSONDecodeError, ValueError):
+        return True, [], "malformed decision JSON"
+    if not isinstance(data, dict):
+        return True, [], "decision is not a JSON object"
+    if data.get("direct") is not False:
+        return True, [], "model chose to solve directly"
+    subtasks = data.get("subtasks")
+    if not isinstance(subtasks, list):
+        return True, [], "decision has no subtask list"
+    cleaned_subtasks = [s.strip() for s in subtasks if isinstance(s, str) and s.strip()]
+    if not cleaned_subtasks:
+        return True, [], "decision has no subtasks"
+    return False, cleaned_subtasks, f"split into {len(cleaned_subtasks)} subtasks"
+
+
+# -- the decomposer ---------------------------------------------------------------------------
+
+
+class _ToolMeter:
+    """Counts one node's tool calls against its allowance; a call past it is refused, not run."""
+
+    def __init__(self, limit: int | None, used: int = 0):
+        self.limit, self.used, self.refused = limit, used, 0
+
+    def take(self) -> bool:
+        if self.limit is not None and self.used >= self.limit:
+            self.refused += 1
+            return False
+        self.used += 1
+        return True
+
+
+class _MeteredTool(Tool):
+    """A tool that asks the node's meter before running."""
+
+    def __init__(self, inner: Tool, meter: _ToolMeter):
+        self.__dict__.update(inner.__dict__)
+        self._inner, self._meter = inner, meter
+
+    async def invoke(self, arguments: dict[str, Any]) -> ToolResult:
+        if not self._meter.take():
+            return ToolResult(
+                ok=False,
+                content="Not run: the tool-call budget is spent. Answer now with what you know.",
+                error=BUDGET_REFUSED,
+            )
+        return await self._inner.invoke(arguments)
+
+
+class _AllowanceSpent(Condition):
+    """Stops a ReAct loop when its token allowance is used, or it insists on refused tools."""
+
+    def __init__(self, allowance: Budget, meter: _ToolMeter):
+        self.allowance, self.meter = allowance, meter
+
+    def check(self, state: LoopState) -> tuple[bool, str]:
+        left = self.allowance.minus(Spend.of(state.usage))
+        if left.max_input_tokens == 0 or left.max_output_tokens == 0:
+            return True, BUDGET_REFUSED
+        refused_last_turn = any(
+            e.error == BUDGET_REFUSED for e in state.evidence if e.iteration == state.iterations
+        )
+        # One refusal tells the model to answer; a second means it will not, so stop here.
+        if refused_last_turn and self.meter.refused > 1:
+            return True, BUDGET_REFUSED
+        return False, ""
+
+
+def _tool_calls_in(state: LoopState) -> int:
+    return sum(1 for e in state.evidence if e.error not in (BUDGET_REFUSED, "unknown_tool"))
+
+
+def _what_is_known(state: LoopState) -> str:
+    """A budget-stopped loop's answer: its last text, else the tool results it gathered."""
+    if state.final_message.strip():
+        return state.final_message
+    if state.last_text.strip():
+        return state.last_text
+    found = [e for e in state.evidence if e.success]
+    if not found:
+        return "(no answer: the budget ran out before any result)"
+    lines = "\n".join(f"- {e.tool}: {preview(e.output, 300)}" for e in found)
+    return f"(the budget ran out before an answer; tool results so far:)\n{lines}"
+
+
+class DeepDecomposer:
+    """An agent that decomposes tasks recursively, solves the leaves and synthesises the results.
+
+    `model`, `tools`, `system_prompt` and `max_iterations` (per ReAct loop: every leaf and every
+    synthesis) configure the inner loops. `max_depth` bounds the recursion (0 means 3),
+    `max_fan_out` how many subtasks of one task run at once, `budget` the whole tree.
+    """
+
+    def __init__(
+        self,
+        model: Model | str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        system_prompt: str = "",
+        *,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_iterations: int = 10,
+        max_fan_out: int = 4,
+        budget: Budget | dict[str, Any] | None = None,
+        max_output_tokens: int | None = None,
+        name: str = "deep",
+    ):
+        if max_fan_out < 1:
+            raise ValueError(f"max_fan_out must be at least 1, not {max_fan_out}")
+        self.model = resolve(model)
+        self.tools = [as_tool(t) for t in tools]
+        self.system_prompt = system_prompt
+        self.max_depth = effective_max_depth(max_depth)
+        self.max_iterations = max_iterations
+        self.max_fan_out = max_fan_out
+        self.budget = Budget.model_validate(budget) if isinstance(budget, dict) else budget
+        self.max_output_tokens = max_output_tokens
+        self.name = name
+
+    # -- node functions (shared with the durable runner) -----------------------------------------
+
+    def _output_cap(self, allowance: Budget) -> int | None:
+        caps = [c for c in (self.max_output_tokens, allowance.max_output_tokens) if c is not None]
+        return min(caps) if caps else None
+
+    async def decide(self, task: str, allowance: Budget | None = None) -> Decision:
+        """One model call: solve `task` directly, or split it into subtasks?"""
+        allowance = allowance or Budget()
+        if allowance.is_spent:
+            return Decision(direct=True, reason="budget spent", budget_exhausted=True)
+        messages = []
+        if self.system_prompt.strip():
+            messages.append(Message(role="system", content=self.system_prompt.strip()))
+        messages.append(Message(role="user", content=decision_prompt(task)))
+        response = await self.model.request(messages, max_output_tokens=self._output_cap(allowance))
+        direct, subtasks, reason = parse_decision(response.text)
+        spent = Spend.of(response.usage)
+        return Decision(
+            direct=direct,
+            subtasks=subtasks,
+            reason=reason,
+            spent=spent,
+            budget_exhausted=allowance.minus(spent).is_spent,
+        )
+
+    async def solve(
+        self,
+        task: str,
+        allowance: Budget | None = None,
+        *,
+        checkpoint: LoopState | None = None,
+        on_checkpoint: CheckpointHook | None = None,
+    ) -> NodeOutcome:
+        """Solve `task` with a ReAct loop (the agent's tools), within `allowance`."""
+        return await self._react(task, allowance, checkpoint, on_checkpoint)
+
+    async def synthesize(
+        self,
+        task: str,
+        results: Sequence[tuple[str, str]],
+        allowance: Budget | None = None,
+        *,
+        checkpoint: LoopState | None = None,
+        on_checkpoint: CheckpointHook | None = None,
+    ) -> NodeOutcome:
+        """Synthesise the subtask results into an answer with a ReAct loop (tools allowed).
+
+        With no budget left, the digest itself is the answer: that is what is known.
+        """
+        digest = build_digest(results)
+        if allowance is not None and allowance.is_spent:
+            return NodeOutcome(
+                text="The budget ran out before the results could be synthesised. "
+                f"What the subtasks found:\n\n{digest}",
+                budget_exhausted=True,
+            )
+        return await self._react(
+            synthesis_prompt(task, digest), allowance, checkpoint, on_checkpoint
+        )
+
+    async def _react(
+        self,
+        prompt: str,
+        allowance: Budget | None,
+        checkpoint: LoopState | None,
+        on_checkpoint: CheckpointHook | None,
+    ) -> NodeOutcome:
+        allowance = allowance or Budget()
+        if allowance.is_spent:
+            return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True)
+        meter = _ToolMeter(
+            allowance.max_tool_calls, _tool_calls_in(checkpoint) if checkpoint else 0
+        )
+        agent = Agent(
+            self.model,
+            [_MeteredTool(t, meter) for t in self.tools],
+            self.system_prompt,
+            termination=_AllowanceSpent(allowance, meter),
+            max_iterations=self.max_iterations,
+            max_output_tokens=self._output_cap(allowance),
+            name=self.name,
+        )
+        result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
+        spent = Spend.of(result.usage, meter.used)
+        exhausted = result.stop_reason == BUDGET_REFUSED or meter.refused > 0
+        text = _what_is_known(result.state) if exhausted else result.message
+        return NodeOutcome(text=text, spent=spent, budget_exhausted=exhausted)
+
+    # -- the in-process runner ---------------------------------------------------------------------
+
+    def run_sync(self, task: str, **kwargs: Any) -> DecomposeResult:
+        """Run `arun` from synchronous code."""
+        return asyncio.run(self.arun(task, **kwargs))
+
+    async def arun(self, task: str, *, max_depth: int | None = None) -> DecomposeResult:
+        """Decompose and solve `task` in this process; `max_depth` overrides the agent's (0 = 3)."""
+        depth_limit = effective_max_depth(max_depth, self.max_depth)
+        root = TaskNode(task=task, depth=0)
+        outcome = await self._node(root, depth_limit, self.budget or Budget())
+        return DecomposeResult(
+            answer=outcome.text,
+            outcome="budget_exhausted" if outcome.budget_exhausted else "completed",
+            spent=outcome.spent,
+            tree=root,
+        )
+
+    async def _node(self, node: TaskNode, max_depth: int, allowance: Budget) -> NodeOutcome:
+        emit(
+            "decompose",
+            agent=self.name,
+            depth=node.depth,
+            max_depth=max_depth,
+            task_preview=preview(node.task),
+        )
+        spent = Spend()
+        exhausted = False
+        if node.depth < max_depth:
+            node.status = "deciding"
+            decision = await self.decide(node.task, allowance)
+            spent, exhausted = decision.spent, decision.budget_exhausted
+            if not decision.direct:
+                return await self._split(node, decision, max_depth, allowance)
+        node.status, node.mode = "solving", "direct"
+        solved = await self.solve(node.task, allowance.minus(spent))
+        return _finish(node, solved, spent + solved.spent, exhausted or solved.budget_exhausted)
+
+    async def _split(
+        self, node: TaskNode, decision: Decision, max_depth: int, allowance: Budget
+    ) -> NodeOutcome:
+        node.status, node.mode = "running", "decomposed"
+        node.children = [TaskNode(task=s, depth=node.depth + 1) for s in decision.subtasks]
+        pool = BudgetPool(allowance.minus(decision.spent), consumers=len(node.children) + 1)
+        gate = asyncio.Semaphore(self.max_fan_out)
+
+        async def run_child(child: TaskNode) -> NodeOutcome:
+            async with gate:
+                grant = pool.grant()
+                if grant is None:
+                    return _skip(child)
+                outcome = await self._node(child, max_depth, grant)
+                pool.settle(grant, outcome.spent)
+                return outcome
+
+        outcomes = await asyncio.gather(*(run_child(c) for c in node.children))
+        node.status = "synthesizing"
+        grant = pool.grant()
+        synthesis = await self.synthesize(
+            node.task,
+            [(c.task, o.text) for c, o in zip(node.children, outcomes, strict=True)],
+            grant or Budget(max_tool_calls=0),
+        )
+        pool.settle(grant, synthesis.spent)
+        exhausted = (
+            decision.budget_exhausted
+            or synthesis.budget_exhausted
+            or any(o.budget_exhausted for o in outcomes)
+        )
+        return _finish(node, synthesis, decision.spent + pool.spent, exhausted)
+
+
+def _skip(node: TaskNode) -> NodeOutcome:
+    node.status, node.budget_exhausted, node.result_preview = "skipped", True, NOT_RUN_TEXT
+    emit("decompose.skipped", depth=node.depth, task_preview=preview(node.task))
+    return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True)
+
+
+def _finish(node: TaskNode, outcome: NodeOutcome, spent: Spend, exhausted: bool) -> NodeOutcome:
+    node.status, node.spent, node.budget_exhausted = "done", spent, exhausted
+    node.result_preview = preview(outcome.text, 200)
+    return NodeOutcome(text=outcome.text, spent=spent, budget_exhausted=exhausted)
