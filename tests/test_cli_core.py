@@ -1,0 +1,144 @@
+"""The CLI core: `sleuth --help`, the session helper every command opens, and `sleuth worker`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+import workers.worker
+from tests.apps.ping_app import PingWorkflow
+from workers.cli import COMMAND_MODULES, build_parser
+from workers.session import open_session, workflow_pollers
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def sleuth_command(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from workers.cli import main; main()", *args]
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1", **extra}
+
+
+def dev_address(env: WorkflowEnvironment) -> str:
+    return env.client.service_client.config.target_host
+
+
+@pytest.fixture
+def ping_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers built in this process also serve PingWorkflow (the test app's workflow)."""
+    monkeypatch.setattr(
+        workers.worker, "ALL_WORKFLOWS", [*workers.worker.ALL_WORKFLOWS, PingWorkflow]
+    )
+
+
+def test_sleuth_help_lists_every_command() -> None:
+    result = subprocess.run(sleuth_command("--help"), env=cli_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert {"workers.cli_server", "workers.cli_worker"} <= set(COMMAND_MODULES)
+    subparsers = next(action for action in build_parser()._actions if action.dest == "command")
+    commands = set(subparsers.choices)  # type: ignore[arg-type]
+    assert {"server", "worker"} <= commands
+    for command in commands:
+        assert f"    {command} " in result.stdout or f"    {command}\n" in result.stdout
+
+
+async def test_session_runs_a_worker_only_when_none_polls(
+    dev_env: WorkflowEnvironment, ping_registered: None, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task_queue = str(uuid.uuid4())
+    address = dev_address(dev_env)
+    async with open_session(
+        "tests.apps.ping_app:app", task_queue=task_queue, address=address
+    ) as first:
+        assert first.started_worker
+        assert first.task_queue == task_queue
+        assert first.app.name == "ping"
+        assert f"no worker polls task queue {task_queue!r}" in capfd.readouterr().err
+        result = await first.client.execute_workflow(
+            PingWorkflow.run, "hello", id=f"ping-{uuid.uuid4()}", task_queue=task_queue
+        )
+        assert result == "pong: hello"
+
+        async with open_session(
+            "tests.apps.ping_app:app", task_queue=task_queue, address=address
+        ) as second:
+            assert not second.started_worker
+            assert "no worker polls" not in capfd.readouterr().err
+
+
+async def test_session_without_a_worker_uses_the_app_queue_and_starts_nothing(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLEUTH_TASK_QUEUE", raising=False)
+    async with open_session(
+        "tests.apps.ping_app:app", need_worker=False, address=dev_address(dev_env)
+    ) as session:
+        assert not session.started_worker
+        assert session.task_queue == "sleuth-ping"
+    monkeypatch.setenv("SLEUTH_TASK_QUEUE", "from-env")
+    async with open_session(None, need_worker=False, address=dev_address(dev_env)) as session:
+        assert session.task_queue == "from-env"
+
+
+async def test_sleuth_worker_polls_until_sigterm_then_stops_cleanly(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    task_queue = str(uuid.uuid4())
+    process = subprocess.Popen(
+        sleuth_command("worker", "--app", "tests.apps.ping_app:app", "--task-queue", task_queue),
+        env=cli_env(TEMPORAL_ADDRESS=dev_address(dev_env)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while await workflow_pollers(dev_env.client, task_queue) == 0:
+            assert process.poll() is None, process.communicate()[0]
+            assert time.monotonic() < deadline, "the worker never polled its task queue"
+            await asyncio.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, output
+    assert f"on task queue {task_queue!r}" in output
+    assert "sleuth worker: stopped." in output
+
+
+def test_sleuth_worker_config_names_the_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "agents.yaml"
+    result = subprocess.run(
+        sleuth_command("worker", "--app", "tests.apps.ping_app:app", "--config", str(missing)),
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert f"--config {missing}" in result.stderr
+
+
+def test_sleuth_worker_with_a_bad_app_says_what_to_fix() -> None:
+    result = subprocess.run(
+        sleuth_command("worker", "--app", "no_such_module_here:app"),
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "cannot import 'no_such_module_here'" in result.stderr

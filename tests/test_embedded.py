@@ -1,0 +1,203 @@
+"""The embedded Temporal dev server: `sleuth server`, `ensure_temporal`, background start/stop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+
+from workers.client import connect
+from workers.embedded import (
+    EmbeddedServerError,
+    ensure_temporal,
+    pid_file,
+    port_open,
+    read_background_server,
+    stop_background_server,
+)
+
+pytestmark = pytest.mark.slow
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port_pair() -> int:
+    """A free port P whose Web UI port P + 1000 is free too."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port + 1000 < 65536 and not port_open("127.0.0.1", port + 1000):
+            return port
+    raise RuntimeError("no free port pair found")
+
+
+def sleuth_command(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from workers.cli import main; main()", *args]
+
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture
+def embedded_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """Make a free local port the embedded address; stop any background server the test started."""
+    port = free_port_pair()
+    monkeypatch.setenv("SLEUTH_EMBEDDED_ADDRESS", f"localhost:{port}")
+    monkeypatch.setenv("TEMPORAL_ADDRESS", f"localhost:{port}")
+    yield port
+    stop_background_server()
+
+
+async def test_ensure_temporal_starts_the_embedded_server_once_then_reuses_it(
+    embedded_port: int, sleuth_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    address = f"localhost:{embedded_port}"
+    assert not port_open("127.0.0.1", embedded_port)
+
+    assert await ensure_temporal() == address
+    announced = capfd.readouterr().err
+    assert f"no Temporal at {address}" in announced
+    assert f"http://localhost:{embedded_port + 1000}" in announced
+    record = read_background_server()
+    assert record is not None and record.address == address
+    assert Path(record.database or "") == (sleuth_home / "temporal.sqlite").resolve()
+
+    client = await connect(address)
+    handle = await client.start_workflow(
+        "NobodyServesThis", id=f"wf-{uuid.uuid4()}", task_queue=str(uuid.uuid4())
+    )
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+    assert await ensure_temporal() == address
+    assert "started the embedded server" not in capfd.readouterr().err
+    again = read_background_server()
+    assert again is not None and again.pid == record.pid
+
+    status = subprocess.run(
+        sleuth_command("server", "--status"), env=cli_env(), capture_output=True, text=True
+    )
+    assert status.returncode == 0, status.stderr
+    assert f"running (pid {record.pid})" in status.stdout
+
+    stopped = subprocess.run(
+        sleuth_command("server", "--stop"), env=cli_env(), capture_output=True, text=True
+    )
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"pid {record.pid}" in stopped.stdout
+    assert not pid_file().exists()
+    assert not port_open("127.0.0.1", embedded_port)
+    assert (sleuth_home / "temporal.sqlite").stat().st_size > 0
+
+
+async def test_ensure_temporal_uses_a_server_that_answers_without_starting_one(
+    dev_env: WorkflowEnvironment, capfd: pytest.CaptureFixture[str]
+) -> None:
+    address = dev_env.client.service_client.config.target_host
+    assert await ensure_temporal(address) == address
+    assert "embedded" not in capfd.readouterr().err
+    assert read_background_server() is None
+
+
+async def test_a_non_embedded_address_that_does_not_answer_is_a_clear_error(
+    embedded_port: int,
+) -> None:
+    elsewhere = f"localhost:{free_port_pair()}"
+    with pytest.raises(
+        EmbeddedServerError, match="no Temporal server answers at .*TEMPORAL_ADDRESS"
+    ):
+        await ensure_temporal(elsewhere)
+    assert read_background_server() is None
+    assert not port_open("127.0.0.1", int(elsewhere.rsplit(":", 1)[1]))
+
+
+def start_foreground_server(port: int, db_file: Path) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        sleuth_command(
+            "server", "--port", str(port), "--ui-port", str(port + 1000), "--db-file", str(db_file)
+        ),
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith("Ctrl-C stops it."):
+            return process
+    process.kill()
+    raise AssertionError("`sleuth server` never became ready:\n" + "".join(seen))
+
+
+def stop_foreground_server(process: subprocess.Popen[str]) -> str:
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    return output
+
+
+async def wait_for_status(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return (await client.get_workflow_handle(workflow_id).describe()).status
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def test_sleuth_server_serves_the_web_ui_and_persists_to_sqlite(tmp_path: Path) -> None:
+    port = free_port_pair()
+    db_file = tmp_path / "server" / "temporal.sqlite"
+    process = start_foreground_server(port, db_file)
+    try:
+        with urllib.request.urlopen(f"http://localhost:{port + 1000}/", timeout=10) as response:
+            assert response.status == 200
+            assert b"<html" in response.read().lower()
+        client = await connect(f"localhost:{port}")
+        workflow_id = f"persisted-{uuid.uuid4()}"
+        await client.start_workflow("NobodyServesThis", id=workflow_id, task_queue="nobody")
+    finally:
+        output = stop_foreground_server(process)
+    assert f"localhost:{port}" in output and str(db_file) in output
+    assert db_file.stat().st_size > 0
+    assert not port_open("127.0.0.1", port)
+
+    process = start_foreground_server(port, db_file)
+    try:
+        client = await connect(f"localhost:{port}")
+        assert await wait_for_status(client, workflow_id) == WorkflowExecutionStatus.RUNNING
+        await client.get_workflow_handle(workflow_id).terminate("test done")
+    finally:
+        stop_foreground_server(process)
+
+
+def test_sleuth_server_refuses_a_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            sleuth_command("server", "--port", str(port), "--db-file", str(tmp_path / "t.db")),
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert f"port {port}" in result.stderr and "sleuth server --status" in result.stderr
