@@ -15,7 +15,7 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,6 +29,20 @@ from sleuth.tools import Tool, ToolResult, as_tool
 
 CheckpointHook = Callable[[LoopState], Awaitable[None] | None]
 ContextManager = Callable[[list[Message]], Awaitable[list[Message]]]
+
+
+@runtime_checkable
+class Layer(Protocol):
+    """Per-run state a capability adds to an agent (files, todos): saved in every checkpoint."""
+
+    def dump_state(self) -> dict[str, Any]:
+        """The layer's state as plain JSON data."""
+        ...
+
+    def load_state(self, data: dict[str, Any]) -> None:
+        """Replace the layer's state with what `dump_state()` returned earlier."""
+        ...
+
 
 _active_state: contextvars.ContextVar[LoopState | None] = contextvars.ContextVar(
     "sleuth_active_state", default=None
@@ -131,6 +145,24 @@ class Agent:
         self.max_submit_nudges = max_submit_nudges
         self.context_manager = context_manager
         self.name = name
+        self.layers: dict[str, Layer] = {}
+
+    def add_layer(self, name: str, layer: Layer) -> None:
+        """Register per-run state whose `dump_state()` travels in `LoopState.layers` (and checkpoints)."""
+        if name in self.layers:
+            raise ValueError(f"agent {self.name!r} already has a layer named {name!r}")
+        self.layers[name] = layer
+
+    def capture_layers(self, state: LoopState) -> None:
+        """Copy every layer's `dump_state()` into `state.layers`."""
+        for name, layer in self.layers.items():
+            state.layers[name] = layer.dump_state()
+
+    def restore_layers(self, state: LoopState) -> None:
+        """Load the layers from `state.layers` (a checkpoint taken by this agent's factory)."""
+        for name, layer in self.layers.items():
+            if name in state.layers:
+                layer.load_state(state.layers[name])
 
     # -- public API -------------------------------------------------------------------------
 
@@ -164,11 +196,23 @@ class Agent:
     ) -> AgentResult:
         """Run the loop; resume from `checkpoint` when given."""
         state = checkpoint.model_copy(deep=True) if checkpoint else self._initial_state(prompt)
+        if checkpoint is not None:
+            self.restore_layers(state)
         token = _active_state.set(state)
         try:
             await self._loop(state, on_checkpoint)
         finally:
             _active_state.reset(token)
+        return await self._finish(state)
+
+    def initial_state(self, prompt: str) -> LoopState:
+        """The state a run of `prompt` starts from (for runners that drive `step` themselves)."""
+        state = self._initial_state(prompt)
+        self.capture_layers(state)
+        return state
+
+    async def finish(self, state: LoopState) -> AgentResult:
+        """The result of a finished `state`; publishes `agent.terminate`."""
         return await self._finish(state)
 
     def tool_specs(self) -> list[Any]:
@@ -192,73 +236,94 @@ class Agent:
     async def _save(self, state: LoopState, hook: CheckpointHook | None) -> None:
         if hook is None:
             return
+        self.capture_layers(state)
         outcome = hook(state)
         if inspect.isawaitable(outcome):
             await outcome
 
     async def _loop(self, state: LoopState, hook: CheckpointHook | None) -> None:
+        while not state.finished:
+            await self.step(state, hook)
+
+    async def step(self, state: LoopState, on_checkpoint: CheckpointHook | None = None) -> None:
+        """Advance `state` by one unit: the next pending tool call, or else one model turn.
+
+        `arun` is this in a loop. A durable runner calls it once per activity, so each model turn
+        and each tool call (a subagent dispatch included) is its own retryable step. Call
+        `restore_layers(state)` first when the agent was built fresh for a saved state.
+        """
         if state.finished:
             return
-        grounding_rounds = 0
-        while True:
+        token = _active_state.set(state)
+        try:
             pending = _pending_tool_calls(state.messages)
             if pending:
-                await self._run_tool_calls(state, pending, hook)
-                if self._check_exit(state):
-                    return
-                continue
-            if self.context_manager is not None:
-                state.messages = await self.context_manager(state.messages)
-            response = await self._request(state)
-            state.iterations += 1
-            state.usage = state.usage + response.usage
-            state.last_text = response.text
-            state.last_tool_names = [c.name for c in response.tool_calls]
-            emit(
-                "agent.iteration",
-                agent=self.name,
-                iteration=state.iterations,
-                tool_calls=state.last_tool_names,
-                input_tokens=response.usage.input_tokens,
-                output_tokens=response.usage.output_tokens,
-            )
-            if response.tool_calls:
-                state.messages.append(
-                    Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
-                )
-                await self._save(state, hook)
-                await self._run_tool_calls(state, response.tool_calls, hook)
-                if state.finished:
-                    return
-                if self.reflexion:
-                    self._reflect(state)
-                if self._check_exit(state):
-                    return
-                await self._save(state, hook)
-                continue
+                await self._run_tool_calls(state, pending[:1], on_checkpoint)
+                if not state.finished and not _pending_tool_calls(state.messages):
+                    await self._after_tool_batch(state, on_checkpoint)
+            else:
+                await self._model_turn(state, on_checkpoint)
+        finally:
+            _active_state.reset(token)
 
-            state.messages.append(Message(role="assistant", content=response.text))
-            if not self._accept_final(state, response):
-                if self._check_exit(state):
-                    return
-                await self._save(state, hook)
-                continue
-            if self.grounding is not None and state.evidence:
-                report = await self._ground(state)
-                if report.score < self.grounding.threshold:
-                    if grounding_rounds < self.grounding.max_research_rounds and not self._exit_now(
-                        state
-                    ):
-                        grounding_rounds += 1
-                        state.messages.append(Message(role="user", content=_research_more(report)))
-                        await self._save(state, hook)
-                        continue
-                    state.final_message = _drop_ungrounded(state.final_message, report)
-            self._check_exit(state)
-            if not state.finished:
-                state.finished, state.stop_reason = True, "completed"
+    def next_tool_call(self, state: LoopState) -> ToolCall | None:
+        """The tool call `step` would run next, or None when the next step is a model turn."""
+        if state.finished:
+            return None
+        pending = _pending_tool_calls(state.messages)
+        return pending[0] if pending else None
+
+    async def _after_tool_batch(self, state: LoopState, hook: CheckpointHook | None) -> None:
+        if self.reflexion:
+            self._reflect(state)
+        self._check_exit(state)
+        await self._save(state, hook)
+
+    async def _model_turn(self, state: LoopState, hook: CheckpointHook | None) -> None:
+        if self.context_manager is not None:
+            state.messages = await self.context_manager(state.messages)
+        response = await self._request(state)
+        state.iterations += 1
+        state.usage = state.usage + response.usage
+        state.last_text = response.text
+        state.last_tool_names = [c.name for c in response.tool_calls]
+        emit(
+            "agent.iteration",
+            agent=self.name,
+            iteration=state.iterations,
+            tool_calls=state.last_tool_names,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+        )
+        if response.tool_calls:
+            state.messages.append(
+                Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+            )
             await self._save(state, hook)
             return
+
+        state.messages.append(Message(role="assistant", content=response.text))
+        if not self._accept_final(state, response):
+            self._check_exit(state)
+            await self._save(state, hook)
+            return
+        if self.grounding is not None and state.evidence:
+            report = await self._ground(state)
+            # An answer with no checkable claims (e.g. "done") has nothing to send back for.
+            if report.claims and report.score < self.grounding.threshold:
+                if (
+                    state.grounding_rounds < self.grounding.max_research_rounds
+                    and not self._exit_now(state)
+                ):
+                    state.grounding_rounds += 1
+                    state.messages.append(Message(role="user", content=_research_more(report)))
+                    await self._save(state, hook)
+                    return
+                state.final_message = _drop_ungrounded(state.final_message, report)
+        self._check_exit(state)
+        if not state.finished:
+            state.finished, state.stop_reason = True, "completed"
+        await self._save(state, hook)
 
     async def _request(self, state: LoopState) -> ModelResponse:
         repairing = (
@@ -471,6 +536,7 @@ class Agent:
             )
 
     async def _finish(self, state: LoopState) -> AgentResult:
+        self.capture_layers(state)
         parsed: Any = state.structured_output
         if parsed is not None and self.output_schema is not None:
             try:

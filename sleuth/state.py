@@ -44,6 +44,8 @@ class LoopState(BaseModel):
     stop_reason: str | None = None
     final_message: str = ""
     grounding: dict[str, Any] | None = None
+    grounding_rounds: int = 0
+    """How often a poorly grounded answer was already sent back for more research."""
     layers: dict[str, Any] = Field(default_factory=dict)
     """State of capability layers (files, todos, ...) so a checkpoint carries it across restarts."""
 
