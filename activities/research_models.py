@@ -1,0 +1,185 @@
+"""Wire payloads of `ResearchWorkflow` and its node activities, and the per-node config model.
+
+Only small models cross the wire: the research state (evidence trail, conversation) lives in the
+artifact store and activities pass its reference.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+from temporalio.common import RetryPolicy
+
+from sleuth.research import NODES, ResearchDigest
+
+FINAL_EVIDENCE_CHARS = 48_000
+"""Evidence text kept inline in a durable run's `final_state` (in total); the full trail stays in
+the artifact store under `ResearchOutcome.state_ref`."""
+
+
+class RetrySettings(BaseModel):
+    """How Temporal retries one node's activity."""
+
+    initial_interval_seconds: float = 1.0
+    """Wait before the first retry."""
+    backoff_coefficient: float = 2.0
+    """Each further wait is the previous one times this."""
+    maximum_interval_seconds: float = 60.0
+    """Waits never grow beyond this."""
+    maximum_attempts: int = 5
+    """Attempts in total, the first included (0 = no limit)."""
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            initial_interval=timedelta(seconds=self.initial_interval_seconds),
+            backoff_coefficient=self.backoff_coefficient,
+            maximum_interval=timedelta(seconds=self.maximum_interval_seconds),
+            maximum_attempts=self.maximum_attempts,
+        )
+
+
+class NodeSettings(BaseModel):
+    """Timeouts and retries of one node's activity."""
+
+    start_to_close_seconds: float = 600.0
+    """Longest one attempt may run (model calls on a slow local model included)."""
+    heartbeat_seconds: float | None = None
+    """An attempt that does not heartbeat for this long counts as failed (its worker died) and is
+    retried; None for nodes that do not heartbeat."""
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    """The retry policy."""
+
+    def activity_options(self) -> dict[str, Any]:
+        """Keyword arguments for `workflow.execute_activity*`."""
+        return {
+            "start_to_close_timeout": timedelta(seconds=self.start_to_close_seconds),
+            "heartbeat_timeout": (
+                timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
+            ),
+            "retry_policy": self.retry.policy(),
+        }
+
+
+def _execute_defaults() -> NodeSettings:
+    return NodeSettings(
+        start_to_close_seconds=3600.0,
+        heartbeat_seconds=60.0,
+        retry=RetrySettings(initial_interval_seconds=2.0, maximum_attempts=10),
+    )
+
+
+class ResearchNodeConfig(BaseModel):
+    """Timeouts and retry policy of every research node. Override per run with
+    `ResearchRequest.nodes`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
+
+    execute: NodeSettings = Field(default_factory=_execute_defaults)
+    """The agent tool loop: long, so it heartbeats a checkpoint and resumes from it on retry."""
+    causal_inference: NodeSettings = Field(default_factory=NodeSettings)
+    """One model call building the causal chain."""
+    summarize: NodeSettings = Field(default_factory=NodeSettings)
+    """One model call (two when the output must be repaired to fit the schema)."""
+    grounding_eval: NodeSettings = Field(default_factory=NodeSettings)
+    """One judge call over all claims (none with lexical judging)."""
+    regenerate: NodeSettings = Field(default_factory=NodeSettings)
+    """One model call rewriting the summary."""
+    replan: NodeSettings = Field(default_factory=NodeSettings)
+    """One model call writing the focused prompt."""
+
+    def for_node(self, node: str) -> NodeSettings:
+        settings: NodeSettings = getattr(self, node)
+        return settings
+
+    @classmethod
+    def with_overrides(cls, overrides: dict[str, Any] | None) -> ResearchNodeConfig:
+        """The defaults with `overrides` merged in field by field (unknown nodes are an error)."""
+        unknown = sorted(set(overrides or {}) - set(NODES))
+        if unknown:
+            raise ValueError(
+                f"unknown research node(s) in 'nodes': {', '.join(unknown)}; nodes: {', '.join(NODES)}"
+            )
+        return cls.model_validate(_deep_merge(cls().model_dump(), overrides or {}))
+
+
+def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+class ResearchRequest(BaseModel):
+    """Input of `ResearchWorkflow`. Plain JSON: `{"prompt": "…", "research": "market-report"}`."""
+
+    prompt: str
+    """The research question."""
+    research: str = "default"
+    """The name of a research config registered on the worker's App."""
+    grounding_threshold: float | None = None
+    """Share of grounded claims needed to finish (default: the config's)."""
+    max_replans: int | None = None
+    """Replans allowed (default: the config's)."""
+    max_regenerations: int | None = None
+    """Regenerations allowed (default: the config's)."""
+    nodes: dict[str, Any] | None = None
+    """Per-node overrides of `ResearchNodeConfig`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
+
+
+class NodeInput(BaseModel):
+    """Input of every research node activity."""
+
+    research: str
+    """The registered research config to run."""
+    state_ref: str | None = None
+    """The artifact reference of the run's state; None for the first execute, which creates it."""
+    prompt: str | None = None
+    """The question (first execute only)."""
+    grounding_threshold: float | None = None
+    """Per-run limit overrides (first execute only)."""
+    max_replans: int | None = None
+    max_regenerations: int | None = None
+
+
+class NodeOutput(BaseModel):
+    """Output of every research node activity."""
+
+    state_ref: str
+    """The artifact reference of the new state."""
+    digest: ResearchDigest
+    """The router's view of the new state."""
+    final_state: dict[str, Any] | None = None
+    """Set by grounding eval when the run is done: the result, evidence text trimmed."""
+
+
+class ResearchProgress(BaseModel):
+    """What the `progress` query returns."""
+
+    research: str = ""
+    status: str = "running"
+    """`running`, `done` or `failed`."""
+    node: str = "start"
+    """The node running now (the last one once the run is done)."""
+    nodes_run: list[str] = Field(default_factory=list)
+    replan_count: int = 0
+    regeneration_count: int = 0
+    grounding_score: float | None = None
+    score_history: list[float] = Field(default_factory=list)
+    evidence_count: int = 0
+    total_tokens: int = 0
+    end_reason: str | None = None
+
+
+class ResearchOutcome(BaseModel):
+    """Output of `ResearchWorkflow`."""
+
+    final_state: dict[str, Any]
+    """As `spec.execute(...)` returns it, with evidence text trimmed to keep the history small."""
+    state_ref: str
+    """The artifact reference of the full final `ResearchState` (complete evidence trail)."""
+    research: str
+    workflow_id: str
+    run_id: str

@@ -1,0 +1,159 @@
+"""`ResearchWorkflow` on the time-skipping server: every path, retries, config errors, the query."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+
+import pytest
+from research_scripts import ResearchScript, lookup
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
+from sleuth import App, create_research_workflow
+from sleuth.models.base import ModelResponse, RetryableModelError
+from sleuth.models.scripted import ModelCall, ScriptedModel
+from sleuth.research import node_of_request
+from workers.worker import build_worker
+from workflows.research import ResearchWorkflow
+
+
+def research_app(responder: Callable[[ModelCall], ModelResponse], **options: object) -> App:
+    app = App()
+    app.research(
+        "market",
+        create_research_workflow(
+            model=ScriptedModel(responder=responder), tools=[lookup], **options
+        ),  # type: ignore[arg-type]
+    )
+    return app
+
+
+async def run(
+    env: WorkflowEnvironment, app: App, request: ResearchRequest
+) -> tuple[ResearchOutcome, list[object], ResearchProgress]:
+    task_queue = str(uuid.uuid4())
+    client: Client = env.client
+    async with build_worker(client, app, task_queue=task_queue):
+        handle = await client.start_workflow(
+            ResearchWorkflow.run, request, id=f"research-{uuid.uuid4()}", task_queue=task_queue
+        )
+        outcome = await handle.result()
+        progress = await handle.query(ResearchWorkflow.progress)
+        history = await handle.fetch_history()
+    return outcome, list(history.events), progress
+
+
+def activity_summaries(events: list[object]) -> list[str]:
+    return [
+        json.loads(e.user_metadata.summary.data)  # type: ignore[attr-defined]
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED  # type: ignore[attr-defined]
+    ]
+
+
+async def test_grounded_at_once(time_env: WorkflowEnvironment) -> None:
+    app = research_app(ResearchScript(verdicts=[True]))
+    outcome, events, progress = await run(
+        time_env, app, ResearchRequest(prompt="CRM?", research="market")
+    )
+    state = outcome.final_state
+    assert state["end_reason"] == "grounded" and state["grounding_score"] == 1.0
+    assert state["nodes"] == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert [e["tool"] for e in state["evidence"]] == ["lookup"]
+    assert state["claims"][0]["evidence"] == [1]
+    summaries = activity_summaries(events)
+    assert len(summaries) == 4 and all(s.startswith("market: ") for s in summaries)
+    assert progress.status == "done" and progress.node == "grounding_eval"
+    assert progress.nodes_run == state["nodes"] and progress.score_history == [1.0]
+
+
+async def test_regenerate_then_grounded(time_env: WorkflowEnvironment) -> None:
+    app = research_app(ResearchScript(verdicts=[False, True]))
+    outcome, events, progress = await run(
+        time_env, app, ResearchRequest(prompt="q?", research="market")
+    )
+    state = outcome.final_state
+    assert (state["regeneration_count"], state["replan_count"]) == (1, 0)
+    assert state["nodes"][-2:] == ["regenerate", "grounding_eval"]
+    assert progress.regeneration_count == 1 and progress.score_history == [0.0, 1.0]
+    assert any(s.startswith("market: regenerate 1/1") for s in activity_summaries(events))
+
+
+async def test_replan_then_grounded_is_in_result_and_history(time_env: WorkflowEnvironment) -> None:
+    app = research_app(ResearchScript(verdicts=[False, False, True]))
+    outcome, events, progress = await run(
+        time_env, app, ResearchRequest(prompt="q?", research="market")
+    )
+    state = outcome.final_state
+    assert state["replan_count"] == 1 and state["end_reason"] == "grounded"
+    assert state["nodes"].count("execute") == 2 and len(state["evidence"]) == 2
+    assert progress.replan_count == 1
+    assert any(s.startswith("market: replan 1/2") for s in activity_summaries(events))
+    memo_updates = [
+        e.workflow_properties_modified_event_attributes.upserted_memo  # type: ignore[attr-defined]
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED  # type: ignore[attr-defined]
+    ]
+    replan_counts = [
+        json.loads(m.fields["replan_count"].data) for m in memo_updates if "replan_count" in m.fields
+    ]
+    assert replan_counts[-1] == 1
+
+
+async def test_both_exhausted(time_env: WorkflowEnvironment) -> None:
+    app = research_app(ResearchScript(verdicts=[False]))
+    request = ResearchRequest(prompt="q?", research="market", max_replans=1, max_regenerations=1)
+    outcome, _, progress = await run(time_env, app, request)
+    state = outcome.final_state
+    assert (state["replan_count"], state["regeneration_count"]) == (1, 1)
+    assert state["end_reason"] == "max_replans" and progress.end_reason == "max_replans"
+    assert state["score_history"] == [0.0, 0.0, 0.0]
+
+
+async def test_transient_model_failure_is_retried(time_env: WorkflowEnvironment) -> None:
+    script = ResearchScript()
+    failures: list[str] = []
+
+    def flaky(call: ModelCall) -> ModelResponse:
+        if node_of_request(call.messages) == "summarize" and not failures:
+            failures.append("summarize")
+            raise RetryableModelError("provider overloaded (529)", status_code=529)
+        return script(call)
+
+    request = ResearchRequest(
+        prompt="q?",
+        research="market",
+        nodes={"summarize": {"retry": {"initial_interval_seconds": 0.1}}},
+    )
+    outcome, events, _ = await run(time_env, research_app(flaky), request)
+    assert failures == ["summarize"]
+    assert outcome.final_state["end_reason"] == "grounded"
+    attempts = [
+        e.activity_task_started_event_attributes.attempt  # type: ignore[attr-defined]
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED  # type: ignore[attr-defined]
+    ]
+    assert 2 in attempts
+
+
+async def test_unknown_research_name_fails_at_once(time_env: WorkflowEnvironment) -> None:
+    app = research_app(ResearchScript())
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(time_env, app, ResearchRequest(prompt="q?", research="nope"))
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.non_retryable
+    assert "unknown research config 'nope'; registered: market" in cause.message
+
+
+async def test_unknown_node_override_fails_at_once(time_env: WorkflowEnvironment) -> None:
+    app = research_app(ResearchScript())
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(
+            time_env, app, ResearchRequest(prompt="q?", research="market", nodes={"exec": {}})
+        )
+    assert "unknown research node(s) in 'nodes': exec" in str(failure.value.cause)
