@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "Model": "sleuth.models",
     "RetryableModelError": "sleuth.models",
     "NonRetryableModelError": "sleuth.models",
+    "OpenAIModel": "sleuth.models.openai",
+    "AnthropicModel": "sleuth.models.anthropic",
     "GroundingReport": "sleuth.grounding",
     "judge_claims": "sleuth.grounding",
     "LocalArtifactStore": "sleuth.artifacts",
