@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.decompose import DecomposeActivities
+from activities.research import ResearchActivities
+from activities.scan import ScanActivities
 from sleuth.app import App
 
 
 def build_activities(app: App) -> list[Callable[..., Any]]:
     """Every activity a worker for `app` registers."""
     activities: list[Callable[..., Any]] = []
+    activities += ResearchActivities(app).all()
+    activities += ScanActivities(app).all()
+    activities += DecomposeActivities(app).all()
     return activities

@@ -4,4 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from workflows.decompose import DecomposeWorkflow
+from workflows.research import ResearchWorkflow
+from workflows.scan import KnowledgeScanWorkflow
+
 ALL_WORKFLOWS: list[Any] = []
+ALL_WORKFLOWS.append(ResearchWorkflow)
+ALL_WORKFLOWS.append(KnowledgeScanWorkflow)
+ALL_WORKFLOWS.append(DecomposeWorkflow)

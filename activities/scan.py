@@ -1,0 +1,132 @@
+"""Activities of knowledge scans: list a page of items, research one item, record a failure."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from temporalio import activity
+
+from activities.errors import ConfigError, mapped_errors
+from activities.scan_models import (
+    ListPageInput,
+    ListPageOutput,
+    RecordFailureInput,
+    ResearchItemInput,
+    ResearchItemOutput,
+)
+from sleuth.app import App, UnknownNameError
+from sleuth.knowledge import KnowledgeProvider, research_item
+from sleuth.log import get_logger
+from sleuth.sinks import RowSink, UnknownSinkError, failed_record, ok_record, open_sink
+
+log = get_logger(__name__)
+
+
+class ScanActivities:
+    """Scan steps bound to an App: providers, research configs and sinks are looked up by name."""
+
+    def __init__(self, app: App):
+        self.app = app
+        self._sinks: dict[str | None, RowSink] = {}
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.list_page, self.research_item, self.record_failure]
+
+    def _provider(self, name: str) -> KnowledgeProvider:
+        provider = self.app.get_provider(name)
+        if not isinstance(provider, KnowledgeProvider):
+            raise ConfigError(
+                f"provider {name!r} is a {type(provider).__name__}; register a "
+                "sleuth.KnowledgeProvider with app.provider(name, provider)"
+            )
+        return provider
+
+    def _sink(self, spec: str | None) -> RowSink:
+        # One sink object per spec and worker: the SQLite sink keeps its connection open.
+        sink = self._sinks.get(spec)
+        if sink is None:
+            try:
+                sink = self.app.get_sink(spec) if spec else None
+            except UnknownNameError:
+                sink = None
+            if sink is None:
+                try:
+                    sink = open_sink(spec)
+                except UnknownSinkError as exc:
+                    raise ConfigError(str(exc)) from None
+            self._sinks[spec] = sink
+        return sink
+
+    @activity.defn(name="scan.list_page")
+    @mapped_errors
+    async def list_page(self, request: ListPageInput) -> ListPageOutput:
+        """List one page and drop the items that already have a row under the scan id."""
+        provider = self._provider(request.provider)
+        # Fail the whole scan at once on an unknown research name, not once per item.
+        self.app.get_research(request.research)
+        items, next_cursor = await asyncio.to_thread(
+            provider.list_page, request.cursor, request.page_size
+        )
+        for item in items:
+            item.provider = item.provider or request.provider
+        sink = self._sink(request.sink)
+        done = await asyncio.to_thread(sink.done_ids, request.scan_id, [item.id for item in items])
+        todo = [item for item in items if item.id not in done]
+        return ListPageOutput(
+            items=todo,
+            skipped=len(items) - len(todo),
+            next_cursor=next_cursor,
+            sink_location=sink.location,
+        )
+
+    @activity.defn(name="scan.research_item")
+    @mapped_errors
+    async def research_item(self, request: ResearchItemInput) -> ResearchItemOutput:
+        """Run the item's research in this worker and upsert its row (a retry replaces it)."""
+        provider = self._provider(request.provider)
+        research = self.app.get_research(request.research)
+        async with _heartbeating():
+            row = await research_item(provider, research, request.item)
+        sink = self._sink(request.sink)
+        record = ok_record(request.scan_id, request.item.id, request.item.display, row.data)
+        await asyncio.to_thread(sink.put, record)
+        return ResearchItemOutput(item_id=request.item.id, row_fields=len(row.data))
+
+    @activity.defn(name="scan.record_failure")
+    @mapped_errors
+    async def record_failure(self, request: RecordFailureInput) -> None:
+        """Record an item that failed every attempt, so the sink accounts for every item."""
+        sink = self._sink(request.sink)
+        record = failed_record(
+            request.scan_id, request.item.id, request.item.display, request.error
+        )
+        await asyncio.to_thread(sink.put, record)
+        log.warning(
+            "scan item failed", scan_id=request.scan_id, item=request.item.id, error=request.error
+        )
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    """Heartbeat in the background while a long step runs, so a dead worker is noticed quickly."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+    interval = max(timeout.total_seconds() / 3, 0.1)
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            activity.heartbeat()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,160 @@
+"""Wire payloads of knowledge scans: the workflow's input and output, and each scan activity's."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from sleuth.knowledge import ItemRef
+
+FAILED_LIST_LIMIT = 200
+"""At most this many failures are listed in a scan's outcome (every one is in the sink)."""
+ERROR_TEXT_LIMIT = 500
+"""Longer error messages are cut to this many characters in the outcome (the sink has them whole)."""
+
+
+class ScanSettings(BaseModel):
+    """Timeouts, retries and history budget of a scan. Every field can be overridden per run."""
+
+    list_timeout_seconds: float = 120.0
+    """Start-to-close timeout of listing one page of items."""
+    list_max_attempts: int = 10
+    """Attempts at listing a page before the scan fails (a provider that cannot list is fatal)."""
+    item_timeout_seconds: float = 900.0
+    """Start-to-close timeout of researching one item (the whole research run, all its nodes)."""
+    item_heartbeat_seconds: float = 60.0
+    """An item's activity heartbeats about three times within this; a silent worker is declared
+    dead after it, and the item is retried elsewhere."""
+    item_max_attempts: int = 3
+    """Attempts per item; after the last one the item is recorded as failed and the scan goes on."""
+    item_initial_retry_seconds: float = 2.0
+    """Wait before an item's second attempt (doubles each attempt)."""
+    record_timeout_seconds: float = 60.0
+    """Start-to-close timeout of recording an item's failure in the sink."""
+    history_event_budget: int = 4000
+    """Continue-as-new once a run's history holds this many events (or when the server suggests
+    it, whichever comes first), so every run stays small and fast to replay."""
+
+
+class ScanRequest(BaseModel):
+    """Input of `KnowledgeScanWorkflow` (also what a schedule starts)."""
+
+    provider: str
+    """Name of a `KnowledgeProvider` registered in the worker's App."""
+    research: str = "default"
+    """Name of the research config each item runs."""
+    scan_id: str | None = None
+    """Rows are keyed by (scan id, item id); re-running a scan id skips items that have a row.
+    Default: the workflow id."""
+    concurrency: int = Field(default=8, ge=1)
+    """Items researched at once."""
+    page_size: int = Field(default=100, ge=1)
+    """Items listed per listing activity."""
+    sink: str | None = None
+    """Where rows go: None for `$SLEUTH_HOME/rows.sqlite`, a sink URL or a registered sink name."""
+    settings: ScanSettings = Field(default_factory=ScanSettings)
+    """Timeouts, retries and history budget."""
+    carry: ScanCarry | None = None
+    """Set by the scan itself when it continues as new; leave it empty."""
+
+
+class ItemFailure(BaseModel):
+    """An item that failed all its attempts."""
+
+    item: str
+    error: str
+
+
+class ScanCarry(BaseModel):
+    """What one run of a scan hands to the next when it continues as new."""
+
+    scan_id: str
+    cursor: str | None = None
+    listing_complete: bool = False
+    pending: list[ItemRef] = Field(default_factory=list)
+    """Items listed but not yet started."""
+    items_total: int = 0
+    rows_written: int = 0
+    skipped: int = 0
+    failed_count: int = 0
+    failed: list[ItemFailure] = Field(default_factory=list)
+    sink_location: str = ""
+    runs: int = 1
+
+
+class ScanOutcome(BaseModel):
+    """Result of `KnowledgeScanWorkflow`."""
+
+    scan_id: str
+    items_total: int
+    """Items the provider listed."""
+    rows_written: int
+    """Items researched and written in this scan (not counting skipped ones)."""
+    skipped: int = 0
+    """Items that already had a row under this scan id."""
+    failed_count: int = 0
+    """Items that failed every attempt (each is recorded in the sink with its error)."""
+    failed: list[ItemFailure] = Field(default_factory=list)
+    """The first failures (at most FAILED_LIST_LIMIT; all of them are in the sink)."""
+    sink: str
+    """Where the rows are."""
+    runs: int = 1
+    """Runs in the continue-as-new chain."""
+
+
+class ScanProgress(BaseModel):
+    """The `progress` query of a running scan."""
+
+    scan_id: str
+    done: int
+    """Items finished: written, skipped or failed."""
+    total: int
+    """Items listed so far (final once `listing_complete`)."""
+    failed: int
+    rows_written: int
+    skipped: int
+    in_flight: int
+    listing_complete: bool
+    sink: str
+    runs: int
+
+
+class ListPageInput(BaseModel):
+    provider: str
+    research: str
+    scan_id: str
+    sink: str | None
+    cursor: str | None
+    page_size: int
+
+
+class ListPageOutput(BaseModel):
+    items: list[ItemRef]
+    """Items of the page that still need research."""
+    skipped: int
+    """Items of the page that already have a row under the scan id."""
+    next_cursor: str | None
+    sink_location: str
+
+
+class ResearchItemInput(BaseModel):
+    provider: str
+    research: str
+    scan_id: str
+    sink: str | None
+    item: ItemRef
+
+
+class ResearchItemOutput(BaseModel):
+    item_id: str
+    row_fields: int
+    """How many top-level fields the written row has (a cheap sanity signal for the history)."""
+
+
+class RecordFailureInput(BaseModel):
+    scan_id: str
+    sink: str | None
+    item: ItemRef
+    error: str
+
+
+ScanRequest.model_rebuild()

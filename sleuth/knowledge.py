@@ -1,0 +1,112 @@
+"""`KnowledgeProvider`: research that iterates over a discoverable surface, one run per item.
+
+A provider lists the items of an inventory (hosts, packages, vendors, ...), says what to ask about
+each one, and turns each research result into a `KnowledgeRow`. `KnowledgeScanWorkflow` drives it
+durably, calling `research_item` below once per item; that function works in-process too.
+
+    class AssetInventoryProvider(KnowledgeProvider):
+        def list_items(self) -> list[ItemRef]:
+            return [ItemRef(id=h, label=h, provider="assets") for h in inventory.hosts()]
+
+        def describe_item(self, ref: ItemRef) -> str:
+            return inventory.describe(ref.id)
+
+    app.provider("assets", AssetInventoryProvider())
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ItemRef(BaseModel):
+    """One item of an inventory. Small: it crosses the wire once per item."""
+
+    id: str
+    """Stable identity within the provider; rows are keyed by (scan id, item id)."""
+    label: str = ""
+    """What a person calls the item (shown in the Web UI and in `sleuth rows`)."""
+    provider: str = ""
+    """The provider that listed it."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Whatever the provider wants to carry from listing to research (keep it small)."""
+
+    @property
+    def display(self) -> str:
+        return self.label or self.id
+
+
+class KnowledgeRow(BaseModel):
+    """The typed result of researching one item."""
+
+    id: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class KnowledgeProvider(ABC):
+    """An inventory whose items each get their own research run."""
+
+    @abstractmethod
+    def list_items(self) -> list[ItemRef]:
+        """Every item of the inventory."""
+
+    @abstractmethod
+    def describe_item(self, ref: ItemRef) -> str:
+        """What the research run should know about the item (becomes part of its prompt)."""
+
+    def list_page(self, cursor: str | None, page_size: int) -> tuple[list[ItemRef], str | None]:
+        """One page of items from `cursor` (None: the start) and the cursor of the next page.
+
+        Returns `(items, None)` on the last page. The default slices `list_items()` by offset;
+        override it for inventories too large to list at once (the cursor is any string you like,
+        e.g. an API's page token). Items must come back in a stable order for a given cursor.
+        """
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {page_size}")
+        try:
+            offset = int(cursor) if cursor else 0
+        except ValueError:
+            raise ValueError(
+                f"cursor {cursor!r} is not an offset; a provider with its own cursors must "
+                "override list_page"
+            ) from None
+        items = self.list_items()
+        page = items[offset : offset + page_size]
+        next_offset = offset + len(page)
+        return page, (str(next_offset) if next_offset < len(items) else None)
+
+    def question(self, ref: ItemRef) -> str:
+        """The prompt of the item's research run. Defaults to `describe_item(ref)`."""
+        return self.describe_item(ref)
+
+    def to_row(self, ref: ItemRef, result: Any) -> KnowledgeRow:
+        """The row stored for the item. Defaults to the research run's final state as JSON data."""
+        return KnowledgeRow(id=ref.id, data=jsonable(getattr(result, "final_state", result)))
+
+
+async def research_item(provider: KnowledgeProvider, research: Any, ref: ItemRef) -> KnowledgeRow:
+    """Research one item with a research config (anything with `async execute(inputs)`) -> its row."""
+    result = await research.execute({"prompt": provider.question(ref)})
+    row = provider.to_row(ref, result)
+    if not isinstance(row, KnowledgeRow):
+        raise TypeError(
+            f"{type(provider).__name__}.to_row returned {type(row).__name__}; it must return a "
+            "KnowledgeRow"
+        )
+    return row
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as plain JSON data (pydantic models dumped, unknown objects as their repr)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [jsonable(item) for item in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)

@@ -1,0 +1,10 @@
+"""Built-in knowledge providers."""
+
+from sleuth.providers.python_packages import (
+    PackageRiskReport,
+    PythonPackagesProvider,
+    package_risk_research,
+    package_tools,
+)
+
+__all__ = ["PackageRiskReport", "PythonPackagesProvider", "package_risk_research", "package_tools"]
