@@ -68,6 +68,8 @@ _EXPORTS: dict[str, str] = {
     "SQLiteStore": "sleuth.rag",
     "OpenSearchVectorStore": "sleuth.rag",
     "OpenAIEmbeddings": "sleuth.rag",
+    "LocalEmbeddings": "sleuth.rag",
+    "ensure_demo_store": "sleuth.rag",
     "create_rag_tool": "sleuth.rag",
     # composition and decomposition
     "SequentialPipeline": "sleuth.composition",

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES: list[str] = ["workers.cli_server", "workers.cli_worker"]
+COMMAND_MODULES: list[str] = ["workers.cli_server", "workers.cli_worker", "workers.cli_models"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,6 +1,36 @@
-"""Retrieval: embedders, stores, the retriever, and the `search_<name>` datastore tools."""
+"""Retrieval: embedders, stores, the retriever, ingestion, and the `search_<name>` datastore tools."""
 
+from sleuth.rag.demo import DEMO_QUESTION, ensure_demo_store
+from sleuth.rag.embeddings import Embedder, LocalEmbeddings, OpenAIEmbeddings
+from sleuth.rag.ingest import IngestReport, ingest_paths
+from sleuth.rag.retriever import RAGRetriever
+from sleuth.rag.stores import (
+    BaseVectorStore,
+    Document,
+    InMemoryVectorStore,
+    OpenSearchVectorStore,
+    SQLiteStore,
+)
 from sleuth.rag.tools import create_rag_tool, routing_block, wire_datastores
 from sleuth.rag.types import RetrievedChunk, Retriever
 
-__all__ = ["RetrievedChunk", "Retriever", "create_rag_tool", "routing_block", "wire_datastores"]
+__all__ = [
+    "DEMO_QUESTION",
+    "BaseVectorStore",
+    "Document",
+    "Embedder",
+    "InMemoryVectorStore",
+    "IngestReport",
+    "LocalEmbeddings",
+    "OpenAIEmbeddings",
+    "OpenSearchVectorStore",
+    "RAGRetriever",
+    "RetrievedChunk",
+    "Retriever",
+    "SQLiteStore",
+    "create_rag_tool",
+    "ensure_demo_store",
+    "ingest_paths",
+    "routing_block",
+    "wire_datastores",
+]

@@ -57,7 +57,9 @@ def create_rag_tool(
         floor = coerce_number(min_score, "min_score")
         if floor is None:
             floor = default_threshold
-        found = retriever.retrieve(query, top_k=k, min_score=floor)
+        # A retriever's async variant keeps blocking store/embedding calls off the event loop.
+        search_method = getattr(retriever, "aretrieve", None) or retriever.retrieve
+        found = search_method(query, top_k=k, min_score=floor)
         if inspect.isawaitable(found):
             found = await found
         return [

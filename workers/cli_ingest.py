@@ -1,0 +1,159 @@
+"""`sleuth ingest PATH... --store NAME`: load files into a retrieval store.
+
+By default `--store NAME` is the SQLite store `$SLEUTH_HOME/stores/NAME.sqlite`. With `--app`, a
+datastore of that name registered in the app is used instead (its store and its embedder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from sleuth.rag.embeddings import Embedder
+from sleuth.rag.ingest import DEFAULT_CHUNK_SIZE, DEFAULT_OVERLAP, FileResult, ingest_paths
+from sleuth.rag.stores.base import BaseVectorStore
+
+_BAR_WIDTH = 30
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "ingest",
+        help="load text, Markdown, HTML and PDF files into a retrieval store",
+        description=(
+            "Chunk files (folders are searched for .txt .md .rst .html .pdf) into a store. "
+            "Unchanged files are skipped, changed files replace their old chunks, unreadable "
+            "files are reported and skipped. Exits 1 if any file failed."
+        ),
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to ingest")
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="store name: $SLEUTH_HOME/stores/NAME.sqlite, or a datastore of --app",
+    )
+    parser.add_argument("--app", default=None, help="package.module:app whose datastore to fill")
+    parser.add_argument(
+        "--embedder",
+        default="none",
+        help="none (BM25 only, the default), local (offline MiniLM), or openai[:MODEL]",
+    )
+    parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, metavar="CHARS")
+    parser.add_argument("--overlap", type=int, default=DEFAULT_OVERLAP, metavar="CHARS")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="ingest the demo corpus (the Python language reference) into the python-docs store",
+    )
+    parser.set_defaults(func=run_ingest)
+
+
+def make_embedder(spec: str) -> Embedder | None:
+    """`none`, `local`, or `openai[:model]` as an embedder."""
+    kind, _, model = spec.partition(":")
+    if kind == "none":
+        return None
+    if kind == "local":
+        from sleuth.rag.embeddings import LocalEmbeddings
+
+        return LocalEmbeddings()
+    if kind == "openai":
+        from sleuth.rag.embeddings import OpenAIEmbeddings
+
+        return OpenAIEmbeddings(model or "text-embedding-3-small")
+    raise ValueError(f"--embedder {spec!r}: use none, local, or openai[:MODEL]")
+
+
+def resolve_store(
+    name: str, app_target: str | None, embedder: Embedder | None
+) -> tuple[BaseVectorStore, Embedder | None]:
+    """The store (and embedder) `--store NAME [--app ...]` names."""
+    if app_target:
+        from sleuth.app import load_app
+
+        retriever = load_app(app_target).get_datastore(name).retriever
+        store = getattr(retriever, "store", None)
+        if not isinstance(store, BaseVectorStore):
+            raise ValueError(
+                f"datastore {name!r} of {app_target} is not a RAGRetriever over a sleuth store; "
+                "ingest into it with its own tools"
+            )
+        return store, embedder or getattr(retriever, "embedder", None)
+    from sleuth.rag.stores.sqlite import SQLiteStore
+
+    return SQLiteStore.named(name), embedder
+
+
+class ProgressBar:
+    """A one-line bar on a terminal; one line per file otherwise (logs, CI)."""
+
+    def __init__(self, stream: Any = None):
+        self.stream = stream or sys.stderr
+        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def __call__(self, done: int, total: int, result: FileResult) -> None:
+        if result.outcome == "failed":
+            self._clear()
+            print(f"skipped {result.path}: {result.error}", file=self.stream)
+        if self.interactive:
+            filled = _BAR_WIDTH * done // max(total, 1)
+            bar = "#" * filled + "." * (_BAR_WIDTH - filled)
+            name = result.path[-40:]
+            self.stream.write(f"\r[{bar}] {done}/{total} {name:<40}")
+            if done == total:
+                self.stream.write("\n")
+        elif result.outcome != "failed":
+            print(
+                f"[{done}/{total}] {result.outcome} {result.path} ({result.chunks} chunks)",
+                file=self.stream,
+            )
+        self.stream.flush()
+
+    def _clear(self) -> None:
+        if self.interactive:
+            self.stream.write("\r" + " " * (_BAR_WIDTH + 50) + "\r")
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    if args.demo:
+        from sleuth.rag.demo import DEMO_STORE, ingest_demo
+        from sleuth.rag.stores.sqlite import SQLiteStore
+
+        store = SQLiteStore.named(args.store or DEMO_STORE)
+        report = ingest_demo(store, embedder=make_embedder(args.embedder))
+        print(_summary(args.store or DEMO_STORE, report.files))
+        return 0
+    if not args.paths or not args.store:
+        print(
+            "sleuth ingest: give files or folders and --store NAME "
+            "(e.g. sleuth ingest docs/ --store docs), or --demo",
+            file=sys.stderr,
+        )
+        return 2
+    store, embedder = resolve_store(args.store, args.app, make_embedder(args.embedder))
+    try:
+        report = ingest_paths(
+            args.paths,
+            store,
+            embedder=embedder,
+            chunk_size=args.chunk_size,
+            overlap=args.overlap,
+            on_file=ProgressBar(),
+        )
+    finally:
+        store.close()
+    print(_summary(args.store, report.files))
+    for failed in report.failed:
+        print(f"  failed: {failed.path}: {failed.error}")
+    return 1 if report.failed else 0
+
+
+def _summary(store_name: str, files: list[FileResult]) -> str:
+    counts = {
+        outcome: sum(1 for f in files if f.outcome == outcome)
+        for outcome in ("added", "replaced", "unchanged", "empty", "failed")
+    }
+    chunks = sum(f.chunks for f in files)
+    parts = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
+    return f"{store_name}: {len(files)} files ({parts or 'nothing to do'}), {chunks} chunks written"
