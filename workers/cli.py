@@ -14,7 +14,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES: list[str] = ["workers.cli_server", "workers.cli_worker", "workers.cli_models", "workers.cli_ingest"]
+COMMAND_MODULES: list[str] = [
+    "workers.cli_server",
+    "workers.cli_worker",
+    "workers.cli_models",
+    "workers.cli_ingest",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
