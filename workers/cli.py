@@ -19,6 +19,9 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_worker",
     "workers.cli_models",
     "workers.cli_ingest",
+    "workers.cli_research",
+    "workers.cli_scan",
+    "workers.cli_schedule",
 ]
 
 

@@ -1,0 +1,181 @@
+"""`sleuth research "prompt"`: start a `ResearchWorkflow`, follow it node by node, print the report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import uuid
+from typing import Any
+
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError
+
+from activities.errors import unwrap_cause
+from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
+from sleuth.config import workflow_link
+from workers.session import add_session_arguments, open_session, workflow_pollers
+from workflows.research import ResearchWorkflow
+
+POLL_SECONDS = 0.3
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "research",
+        help="run a research config durably and print its report",
+        description=(
+            "Start a ResearchWorkflow, show its progress node by node and print the report: "
+            "summary, findings, sources, grounding score, replans and regenerations. A worker for "
+            "the App runs in this process when none serves the task queue."
+        ),
+    )
+    parser.add_argument("prompt", help="the research question")
+    parser.add_argument(
+        "--research",
+        default="default",
+        metavar="NAME",
+        help="the research config registered on the App (default: %(default)s)",
+    )
+    add_session_arguments(parser)
+    parser.add_argument(
+        "--json", action="store_true", help="print the outcome as JSON (progress goes to stderr)"
+    )
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="start the run and exit; a `sleuth worker` must serve the task queue",
+    )
+    parser.add_argument(
+        "--grounding-threshold",
+        type=float,
+        metavar="SHARE",
+        help="share of grounded claims needed, 0..1 (default: the research config's)",
+    )
+    parser.add_argument(
+        "--max-replans", type=int, metavar="N", help="replans allowed (default: the config's)"
+    )
+    parser.add_argument(
+        "--max-regenerations",
+        type=int,
+        metavar="N",
+        help="regenerations allowed (default: the config's)",
+    )
+    parser.set_defaults(func=run_research_command)
+
+
+async def run_research_command(args: argparse.Namespace) -> int:
+    request = ResearchRequest(
+        prompt=args.prompt,
+        research=args.research,
+        grounding_threshold=args.grounding_threshold,
+        max_replans=args.max_replans,
+        max_regenerations=args.max_regenerations,
+    )
+    workflow_id = f"research-{_slug(args.research)}-{uuid.uuid4().hex[:12]}"
+    progress_out = sys.stderr if args.json else sys.stdout
+    async with open_session(
+        args.app, task_queue=args.task_queue, need_worker=not args.no_wait
+    ) as session:
+        handle = await session.client.start_workflow(
+            ResearchWorkflow.run, request, id=workflow_id, task_queue=session.task_queue
+        )
+        link = workflow_link(workflow_id)
+        print(f"research run {workflow_id} started", file=progress_out)
+        print(f"  Web UI: {link}", file=progress_out, flush=True)
+        if args.no_wait:
+            if await workflow_pollers(session.client, session.task_queue) == 0:
+                print(
+                    f"note: no worker serves task queue {session.task_queue!r} yet; the run waits "
+                    f"until one does: sleuth worker --task-queue {session.task_queue}"
+                    + (f" --app {args.app}" if args.app else ""),
+                    file=sys.stderr,
+                )
+            print(f"follow it with: temporal workflow show --workflow-id {workflow_id}")
+            return 0
+        try:
+            outcome = await _follow(handle, progress_out)
+        except WorkflowFailureError as exc:
+            print(f"research run {workflow_id} failed: {unwrap_cause(exc)}", file=sys.stderr)
+            print(f"  Web UI: {link}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(outcome.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    else:
+        print(format_report(outcome, link))
+    return 0
+
+
+async def _follow(handle: WorkflowHandle[Any, Any], out: Any) -> ResearchOutcome:
+    """Print each node as it completes until the run ends; return its outcome."""
+    result = asyncio.ensure_future(handle.result())
+    shown = 0
+    while True:
+        done, _ = await asyncio.wait({result}, timeout=POLL_SECONDS)
+        try:
+            progress = await handle.query(ResearchWorkflow.progress)
+        except RPCError:
+            progress = None  # no workflow task has run yet
+        if progress is not None:
+            shown = _print_new_nodes(progress, shown, out)
+        if done:
+            return result.result()
+
+
+def _print_new_nodes(progress: ResearchProgress, shown: int, out: Any) -> int:
+    for position in range(shown, len(progress.nodes_run)):
+        node = progress.nodes_run[position]
+        detail = ""
+        if node == "execute":
+            detail = f"evidence items so far: {progress.evidence_count}"
+        elif node == "grounding_eval":
+            evaluations = progress.nodes_run[: position + 1].count("grounding_eval")
+            if evaluations <= len(progress.score_history):
+                detail = f"grounding score {progress.score_history[evaluations - 1]:.0%}"
+        elif node == "replan":
+            detail = f"replan {progress.replan_count}"
+        elif node == "regenerate":
+            detail = f"regeneration {progress.regeneration_count}"
+        print(f"  ✓ {node.replace('_', ' ')}" + (f" — {detail}" if detail else ""), file=out)
+    out.flush()
+    return len(progress.nodes_run)
+
+
+def format_report(outcome: ResearchOutcome, link: str) -> str:
+    """The report a person reads at the end of a run."""
+    state = outcome.final_state
+    lines = ["", "Summary", "-------", state.get("summary") or "(no summary)", ""]
+    structured = state.get("structured_output")
+    if structured:
+        lines += ["Structured output", "-----------------", json.dumps(structured, indent=2), ""]
+    claims = state.get("claims") or []
+    if claims:
+        lines += ["Findings", "--------"]
+        for claim in claims:
+            mark = "✓" if claim["grounded"] else "✗"
+            cited = ", ".join(f"[{i}]" for i in claim["evidence"]) or "no evidence"
+            lines.append(f"{mark} {claim['claim']}  ({cited})")
+        lines.append("")
+    sources = state.get("sources") or []
+    lines += ["Sources", "-------", *(f"- {s}" for s in sources or ["(none cited)"]), ""]
+    score = state.get("grounding_score")
+    threshold = state.get("grounding_threshold")
+    lines += [
+        f"Grounding score: {score:.0%} (threshold {threshold:.0%})"
+        if score is not None
+        else "Grounding score: n/a",
+        f"Replans: {state.get('replan_count', 0)}   "
+        f"Regenerations: {state.get('regeneration_count', 0)}   "
+        f"Ended: {state.get('end_reason')}   "
+        f"Evidence items: {state.get('evidence_count', 0)}   "
+        f"Tokens: {state.get('usage', {}).get('total_tokens', 0)}",
+        f"Workflow: {outcome.workflow_id}",
+        f"Web UI: {link}",
+    ]
+    return "\n".join(lines)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "run"
