@@ -12,6 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from workers.binaries import temporal_cli, temporal_test_server
+from workers.embedded import stop_background_server
 
 FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
@@ -29,6 +30,13 @@ def sleuth_home(
         for key in _PROVIDER_KEYS:
             monkeypatch.delenv(key, raising=False)
     yield home
+
+
+@pytest.fixture(autouse=True)
+def stop_embedded_server(sleuth_home: Path) -> Iterator[None]:
+    """Stop any background Temporal server a test started (via `ensure_temporal`) in its data dir."""
+    yield
+    stop_background_server()
 
 
 @pytest_asyncio.fixture(scope="session")

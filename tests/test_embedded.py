@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
+from tests.apps.ping_app import NapWorkflow, PingWorkflow
 from workers.client import connect
 from workers.embedded import (
     EmbeddedServerError,
@@ -25,7 +28,6 @@ from workers.embedded import (
     pid_file,
     port_open,
     read_background_server,
-    stop_background_server,
 )
 
 pytestmark = pytest.mark.slow
@@ -53,12 +55,11 @@ def cli_env() -> dict[str, str]:
 
 @pytest.fixture
 def embedded_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """Make a free local port the embedded address; stop any background server the test started."""
+    """Make a free local port the embedded address (conftest stops what the test starts)."""
     port = free_port_pair()
     monkeypatch.setenv("SLEUTH_EMBEDDED_ADDRESS", f"localhost:{port}")
     monkeypatch.setenv("TEMPORAL_ADDRESS", f"localhost:{port}")
     yield port
-    stop_background_server()
 
 
 async def test_ensure_temporal_starts_the_embedded_server_once_then_reuses_it(
@@ -201,3 +202,26 @@ def test_sleuth_server_refuses_a_port_in_use(tmp_path: Path) -> None:
         )
     assert result.returncode == 1
     assert f"port {port}" in result.stderr and "sleuth server --status" in result.stderr
+
+
+async def test_the_time_skipping_server_from_pypi_skips_timers(
+    time_env: WorkflowEnvironment,
+) -> None:
+    assert time_env.client.data_converter is pydantic_data_converter
+    task_queue = str(uuid.uuid4())
+    async with Worker(time_env.client, task_queue=task_queue, workflows=[NapWorkflow]):
+        # A day of workflow time passes at once: the server skips the timer.
+        slept = await time_env.client.execute_workflow(
+            NapWorkflow.run, 24.0, id=f"nap-{uuid.uuid4()}", task_queue=task_queue
+        )
+    assert slept >= 24.0
+
+
+async def test_the_dev_server_from_pypi_runs_workflows(dev_env: WorkflowEnvironment) -> None:
+    assert dev_env.client.data_converter is pydantic_data_converter
+    task_queue = str(uuid.uuid4())
+    async with Worker(dev_env.client, task_queue=task_queue, workflows=[PingWorkflow]):
+        answer = await dev_env.client.execute_workflow(
+            PingWorkflow.run, "hi", id=f"ping-{uuid.uuid4()}", task_queue=task_queue
+        )
+    assert answer == "pong: hi"

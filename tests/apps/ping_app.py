@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -17,3 +19,14 @@ class PingWorkflow:
     @workflow.run
     async def run(self, text: str) -> str:
         return f"pong: {text}"
+
+
+@workflow.defn(name="NapWorkflow")
+class NapWorkflow:
+    """Sleeps for `hours` of workflow time, then reports the workflow clock's advance in hours."""
+
+    @workflow.run
+    async def run(self, hours: float) -> float:
+        started = workflow.now()
+        await workflow.sleep(timedelta(hours=hours))
+        return (workflow.now() - started).total_seconds() / 3600
