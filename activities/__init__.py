@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.agent import AgentActivities
 from activities.decompose import DecomposeActivities
+from activities.pipeline import PipelineActivities
 from activities.research import ResearchActivities
 from activities.scan import ScanActivities
 from sleuth.app import App
@@ -17,4 +19,6 @@ def build_activities(app: App) -> list[Callable[..., Any]]:
     activities += ResearchActivities(app).all()
     activities += ScanActivities(app).all()
     activities += DecomposeActivities(app).all()
+    activities += PipelineActivities(app).all()
+    activities += AgentActivities(app).all()
     return activities

@@ -1,0 +1,177 @@
+"""Agent steps as activities: one model turn, one tool call, or one subagent dispatch each.
+
+Every step builds the agent fresh from the App's factory, loads the `LoopState` by reference
+(layers such as files and todos restored from it), advances it with `Agent.step`, and stores the
+new state. A retried step starts again from its input state, so it redoes only itself: a worker
+that dies inside a subagent costs that subagent, never the parent's earlier tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+
+from activities.agent_models import (
+    AgentOutcome,
+    NextStep,
+    StepInput,
+    StepKind,
+    StepOutput,
+    TodoView,
+)
+from activities.errors import ConfigError, mapped_errors
+from sleuth.agent import Agent
+from sleuth.app import App
+from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
+from sleuth.deepagent.subagents import SubagentTool
+from sleuth.deepagent.todos import TodoState
+from sleuth.log import get_logger
+from sleuth.state import LoopState
+
+log = get_logger(__name__)
+
+MIN_HEARTBEAT_INTERVAL = 0.2
+
+
+def next_step(agent: Agent, state: LoopState) -> NextStep:
+    """What `agent.step(state)` will do next, described for the workflow and the Web UI."""
+    if state.finished:
+        return NextStep(kind="done", summary=f"finished: {state.stop_reason}")
+    call = agent.next_tool_call(state)
+    if call is None:
+        return NextStep(kind="model", summary=f"{agent.name}: model turn {state.iterations + 1}")
+    if isinstance(agent.tools.get(call.name), SubagentTool):
+        subagent = str(call.arguments.get("subagent_type", "?"))
+        task = str(call.arguments.get("description", ""))
+        return NextStep(
+            kind="subagent", call_id=call.id, summary=_clip(f"subagent {subagent}: {task}")
+        )
+    arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
+    return NextStep(kind="tool", call_id=call.id, summary=_clip(f"tool {call.name} {arguments}"))
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _todos(agent: Agent) -> list[TodoView] | None:
+    layer = next((x for x in agent.layers.values() if isinstance(x, TodoState)), None)
+    if layer is None:
+        return None
+    return [TodoView(content=t.content, status=t.status) for t in layer.snapshot()]
+
+
+class AgentActivities:
+    """The three step activities of `AgentWorkflow`, bound to the App whose agents they run."""
+
+    def __init__(self, app: App, store: ArtifactStore | None = None):
+        self.app = app
+        self._store = store
+
+    @property
+    def store(self) -> ArtifactStore:
+        return self._store or default_artifact_store()
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.model_turn, self.tool, self.subagent]
+
+    @activity.defn(name="agent.model_turn")
+    @mapped_errors
+    async def model_turn(self, request: StepInput) -> StepOutput:
+        """One model request (and the grounding judge or a summary when they are due)."""
+        return await self._step(request, "model")
+
+    @activity.defn(name="agent.tool")
+    @mapped_errors
+    async def tool(self, request: StepInput) -> StepOutput:
+        """One tool call of the agent."""
+        return await self._step(request, "tool")
+
+    @activity.defn(name="agent.subagent")
+    @mapped_errors
+    async def subagent(self, request: StepInput) -> StepOutput:
+        """One `task` dispatch: a whole child agent run, whose answer and tokens go to the parent."""
+        return await self._step(request, "subagent")
+
+    async def _step(self, request: StepInput, kind: StepKind) -> StepOutput:
+        agent = self.app.new_agent(request.agent)
+        if not isinstance(agent, Agent):
+            raise ConfigError(
+                f"agent {request.agent!r} built a {type(agent).__name__}, not a sleuth.Agent; "
+                "register a factory returning create_deepagent(...) or Agent(...)"
+            )
+        state = await self._load(agent, request)
+        planned = next_step(agent, state)
+        if planned.kind != kind or (request.call_id and planned.call_id != request.call_id):
+            raise ConfigError(
+                f"agent {request.agent!r}: the workflow asked for a {kind} step "
+                f"({request.call_id or 'no call'}) but the saved state wants {planned.kind} "
+                f"({planned.call_id or 'no call'}); did the agent's factory change mid-run?"
+            )
+        beating = asyncio.create_task(_keep_heartbeating())
+        try:
+            await agent.step(state)
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+        agent.capture_layers(state)
+        state_ref = await asyncio.to_thread(put_json, self.store, state)
+        outcome = None
+        if state.finished:
+            result = await agent.finish(state)
+            outcome = AgentOutcome(
+                agent=request.agent,
+                message=result.message,
+                structured_output=state.structured_output,
+                stop_reason=result.stop_reason,
+                iterations=result.iterations,
+                usage=result.usage,
+                grounding_score=result.grounding.score if result.grounding else None,
+                todos=_todos(agent),
+                state_ref=state_ref,
+            )
+            log.info(
+                "agent.finished",
+                agent=request.agent,
+                stop_reason=result.stop_reason,
+                iterations=result.iterations,
+            )
+        return StepOutput(
+            state_ref=state_ref,
+            next=next_step(agent, state),
+            iterations=state.iterations,
+            usage=state.usage,
+            tool_calls=len(state.evidence),
+            subagent_calls=sum(
+                1 for e in state.evidence if isinstance(agent.tools.get(e.tool), SubagentTool)
+            ),
+            todos=_todos(agent),
+            outcome=outcome,
+        )
+
+    async def _load(self, agent: Agent, request: StepInput) -> LoopState:
+        if request.state_ref is None:
+            if not request.prompt:
+                raise ConfigError("the first step of an agent run needs a prompt")
+            return agent.initial_state(request.prompt)
+        raw = await asyncio.to_thread(get_json, self.store, request.state_ref)
+        state = LoopState.model_validate(raw)
+        agent.restore_layers(state)
+        return state
+
+
+async def _keep_heartbeating() -> None:
+    """Heartbeat while a step runs, so a dead worker is noticed within the heartbeat timeout."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        return
+    interval = max(MIN_HEARTBEAT_INTERVAL, timeout.total_seconds() / 3)
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(interval)

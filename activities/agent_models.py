@@ -1,0 +1,204 @@
+"""Wire payloads of `AgentWorkflow` and its step activities, and the step config model.
+
+The agent's conversation, evidence and layer state (files, todos) live in the artifact store as a
+`LoopState`; activities pass its reference and a small digest of what happens next.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from temporalio.common import RetryPolicy
+
+from sleuth.models.base import Usage
+
+StepKind = Literal["model", "tool", "subagent"]
+STEP_KINDS: tuple[str, ...] = ("model", "tool", "subagent")
+
+
+class StepRetry(BaseModel):
+    """How Temporal retries one kind of step."""
+
+    initial_interval_seconds: float = 1.0
+    """Wait before the first retry."""
+    backoff_coefficient: float = 2.0
+    """Each further wait is the previous one times this."""
+    maximum_interval_seconds: float = 60.0
+    """Waits never grow beyond this."""
+    maximum_attempts: int = 5
+    """Attempts in total, the first included (0 = no limit)."""
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            initial_interval=timedelta(seconds=self.initial_interval_seconds),
+            backoff_coefficient=self.backoff_coefficient,
+            maximum_interval=timedelta(seconds=self.maximum_interval_seconds),
+            maximum_attempts=self.maximum_attempts,
+        )
+
+
+class StepSettings(BaseModel):
+    """Timeouts and retries of one kind of step."""
+
+    start_to_close_seconds: float = 600.0
+    """Longest one attempt may run."""
+    heartbeat_seconds: float | None = 60.0
+    """An attempt that has not heartbeaten for this long counts as lost (its worker died) and is
+    retried. Steps heartbeat on a timer at a third of this."""
+    retry: StepRetry = Field(default_factory=StepRetry)
+    """The retry policy."""
+
+    def activity_options(self) -> dict[str, Any]:
+        """Keyword arguments for `workflow.execute_activity`."""
+        return {
+            "start_to_close_timeout": timedelta(seconds=self.start_to_close_seconds),
+            "heartbeat_timeout": (
+                timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
+            ),
+            "retry_policy": self.retry.policy(),
+        }
+
+
+def _subagent_defaults() -> StepSettings:
+    return StepSettings(start_to_close_seconds=3600.0)
+
+
+class AgentStepConfig(BaseModel):
+    """Timeouts and retry policy of each kind of `AgentWorkflow` step. Override per run with
+    `AgentRequest.steps`, e.g. `{"subagent": {"heartbeat_seconds": 10}}`."""
+
+    model: StepSettings = Field(default_factory=StepSettings)
+    """One model turn (plus the grounding judge or a summarisation call when they are due)."""
+    tool: StepSettings = Field(default_factory=StepSettings)
+    """One tool call."""
+    subagent: StepSettings = Field(default_factory=_subagent_defaults)
+    """One subagent dispatch: a whole child agent run, so it gets longer."""
+
+    def for_kind(self, kind: str) -> StepSettings:
+        settings: StepSettings = getattr(self, kind)
+        return settings
+
+    @classmethod
+    def with_overrides(cls, overrides: dict[str, Any] | None) -> AgentStepConfig:
+        """The defaults with `overrides` merged in field by field (unknown step kinds are an error)."""
+        unknown = sorted(set(overrides or {}) - set(STEP_KINDS))
+        if unknown:
+            raise ValueError(
+                f"unknown step kind(s) in 'steps': {', '.join(unknown)}; kinds: {', '.join(STEP_KINDS)}"
+            )
+        merged = cls().model_dump()
+        for kind, patch in (overrides or {}).items():
+            retry_patch = patch.get("retry") or {}
+            merged[kind] = {
+                **merged[kind],
+                **patch,
+                "retry": {**merged[kind]["retry"], **retry_patch},
+            }
+        return cls.model_validate(merged)
+
+
+class NextStep(BaseModel):
+    """What the agent does next."""
+
+    kind: StepKind | Literal["done"]
+    summary: str = ""
+    """One line for the Web UI: which tool or subagent, with what."""
+    call_id: str | None = None
+    """The tool call a `tool` or `subagent` step runs."""
+
+
+class StepInput(BaseModel):
+    """Input of every step activity."""
+
+    agent: str
+    """The registered agent."""
+    kind: StepKind
+    """The step the workflow expects; the activity refuses a state that wants another one."""
+    state_ref: str | None = None
+    """The artifact reference of the `LoopState`; None for the first model turn."""
+    prompt: str | None = None
+    """The task (first step only)."""
+    call_id: str | None = None
+    """The tool call to run (`tool` and `subagent` steps)."""
+
+
+class TodoView(BaseModel):
+    content: str
+    status: str
+
+
+class AgentOutcome(BaseModel):
+    """Output of `AgentWorkflow`."""
+
+    agent: str
+    message: str
+    """The final message."""
+    structured_output: dict[str, Any] | None = None
+    """The submitted or parsed structured result, if any."""
+    stop_reason: str
+    iterations: int
+    usage: Usage
+    """Tokens of the whole run, subagents included."""
+    grounding_score: float | None = None
+    todos: list[TodoView] | None = None
+    """The todo list at the end (agents with the todo layer)."""
+    state_ref: str = ""
+    """The artifact reference of the final `LoopState` (conversation, evidence, files)."""
+    workflow_id: str = ""
+    run_id: str = ""
+
+
+class StepOutput(BaseModel):
+    """Output of every step activity."""
+
+    state_ref: str
+    next: NextStep
+    iterations: int
+    usage: Usage
+    tool_calls: int
+    """Tool calls run so far (subagent dispatches included)."""
+    subagent_calls: int
+    todos: list[TodoView] | None = None
+    outcome: AgentOutcome | None = None
+    """Set when the run is finished."""
+
+
+class AgentProgress(BaseModel):
+    """What the `progress` query returns."""
+
+    agent: str = ""
+    status: str = "running"
+    """`running` or `done`."""
+    step: str = "model"
+    """The kind of step running now."""
+    step_summary: str = ""
+    steps_run: int = 0
+    iterations: int = 0
+    tool_calls: int = 0
+    subagent_calls: int = 0
+    total_tokens: int = 0
+    todos: list[TodoView] | None = None
+    stop_reason: str | None = None
+
+
+class AgentResume(BaseModel):
+    """What a run carries over `continue_as_new`."""
+
+    state_ref: str
+    next: NextStep
+    progress: AgentProgress
+
+
+class AgentRequest(BaseModel):
+    """Input of `AgentWorkflow`. Plain JSON: `{"agent": "analyst", "prompt": "…"}`."""
+
+    agent: str
+    """The name of an agent factory registered on the worker's App (`app.agent(name, factory)`)."""
+    prompt: str
+    """The task."""
+    steps: dict[str, Any] | None = None
+    """Per-kind overrides of `AgentStepConfig`, e.g. `{"subagent": {"heartbeat_seconds": 10}}`."""
+    resume: AgentResume | None = None
+    """Set by the workflow itself when it continues as new; leave empty."""
