@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-from research_scripts import ResearchScript, lookup
+from research_scripts import FACT, ResearchScript, lookup, scripted_model
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -15,9 +15,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
 from sleuth import App, create_research_workflow
+from sleuth.artifacts import default_artifact_store, get_json
 from sleuth.models.base import ModelResponse, RetryableModelError
-from sleuth.models.scripted import ModelCall, ScriptedModel
-from sleuth.research import node_of_request
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
+from sleuth.research import ResearchState, node_of_request
 from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
 
@@ -100,7 +101,9 @@ async def test_replan_then_grounded_is_in_result_and_history(time_env: WorkflowE
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED  # type: ignore[attr-defined]
     ]
     replan_counts = [
-        json.loads(m.fields["replan_count"].data) for m in memo_updates if "replan_count" in m.fields
+        json.loads(m.fields["replan_count"].data)
+        for m in memo_updates
+        if "replan_count" in m.fields
     ]
     assert replan_counts[-1] == 1
 
@@ -157,3 +160,32 @@ async def test_unknown_node_override_fails_at_once(time_env: WorkflowEnvironment
             time_env, app, ResearchRequest(prompt="q?", research="market", nodes={"exec": {}})
         )
     assert "unknown research node(s) in 'nodes': exec" in str(failure.value.cause)
+
+
+async def test_five_megabytes_of_evidence_keep_the_history_small(
+    time_env: WorkflowEnvironment,
+) -> None:
+    megabyte = 1_000_000
+
+    def big_lookup(part: int) -> str:
+        """Read one part of the bulky market dataset."""
+        return FACT + " " + "x" * (megabyte - len(FACT) - 1)
+
+    def execute_turn(call: ModelCall) -> ModelResponse:
+        done = sum(1 for m in call.messages if m.role == "tool")
+        return tool_call("big_lookup", part=done + 1) if done < 5 else text(FACT)
+
+    app = App()
+    app.research(
+        "bulky",
+        create_research_workflow(
+            model=scripted_model(ResearchScript(execute_turn=execute_turn)), tools=[big_lookup]
+        ),
+    )
+    outcome, events, _ = await run(time_env, app, ResearchRequest(prompt="q?", research="bulky"))
+    full = ResearchState.model_validate(get_json(default_artifact_store(), outcome.state_ref))
+    assert sum(len(e.output) for e in full.evidence) >= 5 * megabyte
+    history_bytes = sum(e.ByteSize() for e in events)  # type: ignore[attr-defined]
+    assert history_bytes < 256 * 1024, f"history is {history_bytes} bytes"
+    assert outcome.final_state["evidence_count"] == 5
+    assert outcome.final_state["end_reason"] == "grounded"
