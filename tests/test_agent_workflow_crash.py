@@ -1,0 +1,128 @@
+"""A worker process killed inside a subagent: only the subagent is redone, the run completes.
+
+Real dev server, `sleuth worker` as a separate process serving `tests.apps.agent_app`, SIGKILL
+while the subagent's tool is running, then a fresh worker process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from activities.agent_models import AgentRequest
+from tests.apps.agent_app import GATE_ENV, NOTES, RECORD_ENV, read_record
+from workflows import AgentWorkflow
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start_worker(address: str, task_queue: str, env_extra: dict[str, str], log: Path):
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, "PYTHONPATH": str(ROOT), **env_extra}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from workers.cli import main; main()",
+                "worker",
+                "--app",
+                "tests.apps.agent_app:app",
+                "--task-queue",
+                task_queue,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop(process: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+async def wait_for(path: Path, log: Path, timeout: float = 90.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not path.exists():
+        if loop.time() > deadline:
+            raise AssertionError(f"{path.name} never appeared; worker log:\n{log.read_text()}")
+        await asyncio.sleep(0.05)
+
+
+async def test_killing_the_worker_inside_a_subagent_redoes_only_the_subagent(
+    dev_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    address = dev_env.client.service_client.config.target_host
+    task_queue = f"agent-crash-{uuid.uuid4()}"
+    gate, record, log = tmp_path / "gate", tmp_path / "record.jsonl", tmp_path / "worker.log"
+    gate.mkdir()
+    extra = {GATE_ENV: str(gate), RECORD_ENV: str(record)}
+    first = start_worker(address, task_queue, extra, log)
+    second = None
+    try:
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRequest(
+                agent="market",
+                prompt="Size the CRM market and price Acme",
+                steps={
+                    "subagent": {"heartbeat_seconds": 2, "retry": {"initial_interval_seconds": 0.5}}
+                },
+            ),
+            id=f"agent-crash-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+        await wait_for(gate / "started-1", log)
+        stop(first, signal.SIGKILL)
+        assert [r["tool"] for r in read_record(record)] == ["lookup", "deep_dive"]
+
+        second = start_worker(address, task_queue, extra, log)
+        await wait_for(gate / "started-2", log)
+        (gate / "release").touch()
+        outcome = await asyncio.wait_for(handle.result(), timeout=120)
+    finally:
+        stop(first, signal.SIGKILL)
+        if second is not None:
+            stop(second)
+
+    # The parent's tool calls before the crash ran once; only the subagent's work was redone.
+    assert [r["tool"] for r in read_record(record)] == [
+        "lookup",
+        "deep_dive",
+        "deep_dive",
+        "submit",
+    ]
+    scheduled: Counter[str] = Counter()
+    subagent_attempts = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled[event.activity_task_scheduled_event_attributes.activity_type.name] += 1
+        if event.HasField("activity_task_started_event_attributes"):
+            subagent_attempts.append(event.activity_task_started_event_attributes.attempt)
+    assert scheduled == {"agent.model_turn": 6, "agent.tool": 6, "agent.subagent": 1}
+    assert max(subagent_attempts) == 2
+
+    # Files and todos written before the crash were still there after it.
+    assert outcome.structured_output is not None
+    assert outcome.structured_output["summary"] == f"{NOTES} | Pricing: Acme charges $40 per seat"
+    assert [t.status for t in outcome.todos or []] == ["completed", "completed"]
+    assert outcome.stop_reason == "tool_called:submit & confidence_met"
