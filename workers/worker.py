@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import concurrent.futures
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -26,6 +28,41 @@ class WorkerSettings:
     graceful_shutdown_seconds: float = 30.0
     """On shutdown, running activities get this long to finish before they are cancelled."""
 
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
+        """Defaults overridden by `SLEUTH_<FIELD NAME>` variables, e.g.
+        `SLEUTH_MAX_CONCURRENT_ACTIVITIES=4`, `SLEUTH_GRACEFUL_SHUTDOWN_SECONDS=120`.
+
+        Deployments set these per worker pool; see `ENV_VARIABLES` for the full list.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, float | int] = {}
+        for field in fields(cls):
+            variable = f"SLEUTH_{field.name.upper()}"
+            raw = env.get(variable)
+            if raw is None or not raw.strip():
+                continue
+            values[field.name] = _positive(
+                variable, raw, float if isinstance(field.default, float) else int
+            )
+        return cls(**values)  # type: ignore[arg-type]
+
+
+ENV_VARIABLES = tuple(f"SLEUTH_{field.name.upper()}" for field in fields(WorkerSettings))
+"""The environment variables `WorkerSettings.from_env` reads."""
+
+
+def _positive(variable: str, raw: str, kind: type[float] | type[int]) -> float | int:
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        raise ValueError(
+            f"{variable}={raw!r} is not a {'number' if kind is float else 'whole number'}"
+        ) from None
+    if value <= 0:
+        raise ValueError(f"{variable}={raw!r} must be greater than zero")
+    return value
+
 
 def build_worker(
     client: Client,
@@ -34,10 +71,13 @@ def build_worker(
     task_queue: str | None = None,
     settings: WorkerSettings | None = None,
 ) -> Worker:
-    """A worker for `app` (every Sleuth workflow and every activity bound to the app)."""
+    """A worker for `app` (every Sleuth workflow and every activity bound to the app).
+
+    Without `settings`, `WorkerSettings.from_env()` applies (defaults unless overridden).
+    """
     from datetime import timedelta
 
-    settings = settings or WorkerSettings()
+    settings = settings or WorkerSettings.from_env()
     set_current_app(app)
     return Worker(
         client,
