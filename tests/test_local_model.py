@@ -1,0 +1,190 @@
+"""The real local model (llama.cpp): tool calls, schema-constrained JSON, prefix reuse, sharing.
+
+Marked `localmodel`. They use `$SLEUTH_TEST_LOCAL_MODEL` (default `qwen2.5-coder-0.5b`, the small
+variant: constrained decoding makes its calls and JSON as well-formed as the 1.5B's) from
+`$SLEUTH_MODEL_DIR` (default `~/.sleuth/models`). Without those weights the tests skip, or fail
+when `$CI` is set. Get them with `sleuth models pull qwen2.5-coder-0.5b`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+from sleuth.models import Message, OutputSchema, ToolSpec, resolve, weights
+
+pytestmark = pytest.mark.localmodel
+pytest.importorskip("llama_cpp")
+
+MODEL_NAME = os.environ.get("SLEUTH_TEST_LOCAL_MODEL") or "qwen2.5-coder-0.5b"
+# Read before the autouse fixture points SLEUTH_HOME at a per-test folder.
+REAL_MODEL_DIR = Path(
+    os.environ.get("SLEUTH_MODEL_DIR")
+    or Path(os.environ.get("SLEUTH_HOME") or "~/.sleuth").expanduser() / "models"
+)
+
+SEARCH = ToolSpec(
+    name="search",
+    description="Search the web and return the top result.",
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "what to look for"}},
+        "required": ["query"],
+    },
+)
+CONVERT = ToolSpec(
+    name="convert_currency",
+    description="Convert an amount between currencies.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "amount": {"type": "number"},
+            "source": {"type": "string", "enum": ["EUR", "USD", "GBP"]},
+            "target": {"type": "string", "enum": ["EUR", "USD", "GBP"]},
+        },
+        "required": ["amount", "source", "target"],
+    },
+)
+
+
+@pytest.fixture
+def model_name(monkeypatch: pytest.MonkeyPatch) -> str:
+    """`local:<name>`, with its verified weights; skips (or fails under CI) without them."""
+    monkeypatch.setenv("SLEUTH_MODEL_DIR", str(REAL_MODEL_DIR))
+    state, detail = weights.status(weights.known_model(MODEL_NAME))
+    if state != "ready":
+        message = (
+            f"local model {MODEL_NAME} is {state} in {REAL_MODEL_DIR} ({detail}); run "
+            f"`SLEUTH_MODEL_DIR={REAL_MODEL_DIR} sleuth models pull {MODEL_NAME}`"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return f"local:{MODEL_NAME}"
+
+
+def ask(text: str) -> list[Message]:
+    return [
+        Message(role="system", content="You are a careful assistant. Use the tools when useful."),
+        Message(role="user", content=text),
+    ]
+
+
+async def test_a_named_tool_choice_yields_a_parsed_call_that_fits_the_schema(
+    model_name: str,
+) -> None:
+    model = resolve(model_name, local_pull=False)
+
+    response = await model.request(
+        ask("How many US dollars is 250 euros?"),
+        tools=[SEARCH, CONVERT],
+        tool_choice="convert_currency",
+        max_output_tokens=80,
+    )
+
+    assert [call.name for call in response.tool_calls] == ["convert_currency"]
+    arguments = response.tool_calls[0].arguments
+    assert set(arguments) == {"amount", "source", "target"}
+    assert isinstance(arguments["amount"], int | float)
+    assert {arguments["source"], arguments["target"]} <= {"EUR", "USD", "GBP"}
+    assert response.finish_reason == "tool_calls"
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+
+
+async def test_auto_tool_choice_parses_the_models_own_call(model_name: str) -> None:
+    model = resolve(model_name, local_pull=False)
+
+    response = await model.request(
+        ask("Search the web for the population of Lisbon."),
+        tools=[SEARCH],
+        max_output_tokens=80,
+    )
+
+    assert [call.name for call in response.tool_calls] == ["search"]
+    assert isinstance(response.tool_calls[0].arguments.get("query"), str)
+
+
+class Source(BaseModel):
+    title: str
+    kind: Literal["report", "article", "dataset"]
+
+
+class Brief(BaseModel):
+    topic: str
+    confidence: float
+    sources: list[Source]
+
+
+async def test_output_schema_constrains_the_answer(model_name: str) -> None:
+    model = resolve(model_name, local_pull=False)
+
+    response = await model.request(
+        ask("Describe the CRM market in one JSON object with two sources."),
+        output_schema=OutputSchema(name="Brief", json_schema=Brief.model_json_schema()),
+        max_output_tokens=200,
+    )
+
+    assert response.structured is not None
+    brief = Brief.model_validate(response.structured)
+    assert brief.model_dump() == Brief.model_validate_json(response.text).model_dump()
+    assert not response.tool_calls
+
+
+async def test_the_next_turn_of_a_loop_reuses_the_cached_prompt_prefix(model_name: str) -> None:
+    model = resolve(model_name, local_pull=False)
+    messages = ask("Search for the capital of Australia, then answer.")
+
+    first = await model.request(
+        messages, tools=[SEARCH], tool_choice="search", max_output_tokens=60
+    )
+    first_prompt_tokens = model.last_stats.prompt_tokens  # type: ignore[attr-defined]
+    messages += [
+        Message(role="assistant", content=first.text, tool_calls=first.tool_calls),
+        Message(
+            role="tool",
+            tool_call_id=first.tool_calls[0].id,
+            name="search",
+            content="Canberra is the capital city of Australia.",
+        ),
+    ]
+    await model.request(messages, tools=[SEARCH], max_output_tokens=30)
+    stats = model.last_stats  # type: ignore[attr-defined]
+
+    # Only the new turn is evaluated: the whole first prompt comes from the KV cache.
+    assert stats.prompt_tokens > first_prompt_tokens
+    assert stats.reused_prompt_tokens >= first_prompt_tokens
+
+
+async def test_concurrent_requests_share_one_instance_and_leave_the_loop_free(
+    model_name: str,
+) -> None:
+    first, second = resolve(model_name, local_pull=False), resolve(model_name, local_pull=False)
+    assert first._engine is second._engine  # type: ignore[attr-defined]
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    ticking = asyncio.create_task(ticker())
+    prompts = ["Convert 10 EUR to USD.", "Convert 20 GBP to EUR.", "Convert 30 USD to GBP."]
+    responses = await asyncio.gather(
+        *(
+            model.request(ask(p), tools=[CONVERT], tool_choice="required", max_output_tokens=60)
+            for model, p in zip([first, second, first], prompts, strict=True)
+        )
+    )
+    done.set()
+    await ticking
+
+    assert [r.tool_calls[0].name for r in responses] == ["convert_currency"] * 3
+    # The event loop kept running while llama.cpp worked on its own thread.
+    assert ticks > len(prompts)
