@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from scan_support import build_app
-
+from tests.apps.scan_app import build_app
 from workers.client import connect
 from workers.worker import build_worker
 

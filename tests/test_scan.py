@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from scan_support import build_app
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.scan_models import ScanOutcome, ScanProgress, ScanRequest, ScanSettings
 from sleuth.sinks import JSONLRowSink, SQLiteRowSink
+from tests.apps.scan_app import build_app
 from workers.worker import build_worker
 from workflows import KnowledgeScanWorkflow
 

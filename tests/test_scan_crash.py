@@ -18,7 +18,8 @@ from activities.scan_models import ScanRequest, ScanSettings
 from sleuth.sinks import SQLiteRowSink
 from workers.scans import run_chain, start_scan
 
-WORKER_SCRIPT = Path(__file__).with_name("scan_worker.py")
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_SCRIPT = ROOT / "tests" / "scan_worker.py"
 ITEMS = 1000
 FAILING = ["item-00007", "item-00500", "item-00998"]
 
@@ -28,6 +29,7 @@ def start_worker(address: str, task_queue: str) -> subprocess.Popen[str]:
         [sys.executable, str(WORKER_SCRIPT), address, task_queue, str(ITEMS), *FAILING],
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert process.stdout is not None
     assert process.stdout.readline().strip() == "ready", "the worker process did not start"

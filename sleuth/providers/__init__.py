@@ -5,6 +5,13 @@ from sleuth.providers.python_packages import (
     PythonPackagesProvider,
     package_risk_research,
     package_tools,
+    register_package_scan,
 )
 
-__all__ = ["PackageRiskReport", "PythonPackagesProvider", "package_risk_research", "package_tools"]
+__all__ = [
+    "PackageRiskReport",
+    "PythonPackagesProvider",
+    "package_risk_research",
+    "package_tools",
+    "register_package_scan",
+]

@@ -4,8 +4,7 @@ Every machine that runs Sleuth has this inventory, so the demo app scans it. The
 question is a maintenance and licence risk assessment from the package's own metadata, and the
 research agent gets tools that read that metadata, so every finding is grounded in a tool result.
 
-    app.provider("python-packages", PythonPackagesProvider())
-    app.research("package-risk", package_risk_research(model="openai:gpt-4o-mini"))
+    register_package_scan(app, model="openai:gpt-4o-mini")   # provider + research config
 """
 
 from __future__ import annotations
@@ -220,3 +219,12 @@ def package_risk_research(model: Any = None, **options: Any) -> Any:
         name="package-risk",
         **options,
     )
+
+
+RESEARCH_NAME = "package-risk"
+
+
+def register_package_scan(app: Any, model: Any = None, **options: Any) -> None:
+    """Register the provider as "python-packages" and its research config as "package-risk"."""
+    app.provider(PROVIDER_NAME, PythonPackagesProvider())
+    app.research(RESEARCH_NAME, package_risk_research(model, **options))

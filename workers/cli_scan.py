@@ -1,0 +1,208 @@
+"""`sleuth scan PROVIDER` starts a knowledge scan; `sleuth rows SCAN_ID` prints what it wrote."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from typing import Any, TextIO
+
+from temporalio.client import WorkflowHandle
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from activities.scan_models import ScanOutcome, ScanProgress, ScanRequest
+from sleuth.app import load_app
+from sleuth.config import workflow_link
+from sleuth.sinks import RowRecord, RowSink, open_sink
+from workers.scans import start_scan
+from workers.session import add_session_arguments, open_session
+from workflows.scan import KnowledgeScanWorkflow
+
+POLL_SECONDS = 0.5
+BAR_WIDTH = 30
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    scan = subparsers.add_parser(
+        "scan",
+        help="research every item of a knowledge provider",
+        description=(
+            "Start KnowledgeScanWorkflow over the items of PROVIDER (a name registered with "
+            "app.provider). Each item gets a research run and one row in the sink."
+        ),
+    )
+    scan.add_argument("provider", metavar="PROVIDER", help="a provider registered in the App")
+    scan.add_argument("--research", default="default", help="research config per item")
+    scan.add_argument(
+        "--scan-id",
+        help="rows are keyed by scan id; reusing one skips items that already have a row "
+        "(default: PROVIDER-<random>)",
+    )
+    scan.add_argument("--concurrency", type=int, default=8, help="items researched at once")
+    scan.add_argument("--page-size", type=int, default=100, help="items listed per page")
+    scan.add_argument(
+        "--sink",
+        help="where rows go: sqlite:///path, jsonl:///path, opensearch://host:9200/index or a "
+        "registered sink name (default: $SLEUTH_HOME/rows.sqlite)",
+    )
+    scan.add_argument(
+        "--follow", action="store_true", help="show a progress bar until the scan ends"
+    )
+    add_session_arguments(scan)
+    scan.set_defaults(func=run_scan_command)
+
+    rows = subparsers.add_parser(
+        "rows",
+        help="print the rows of a scan",
+        description="Print every row (and recorded failure) a scan wrote, as a table or JSON.",
+    )
+    rows.add_argument("scan_id", metavar="SCAN_ID")
+    rows.add_argument("--json", action="store_true", help="print JSON lines, one per item")
+    rows.add_argument(
+        "--sink", help="the sink the scan wrote to (default: $SLEUTH_HOME/rows.sqlite)"
+    )
+    rows.add_argument(
+        "--app", metavar="PKG.MODULE:APP", help="the App, when --sink names a registered sink"
+    )
+    rows.set_defaults(func=run_rows_command)
+
+
+async def run_scan_command(args: argparse.Namespace) -> int:
+    scan_id = args.scan_id or f"{args.provider}-{uuid.uuid4().hex[:8]}"
+    request = ScanRequest(
+        provider=args.provider,
+        research=args.research,
+        scan_id=scan_id,
+        concurrency=args.concurrency,
+        page_size=args.page_size,
+        sink=args.sink,
+    )
+    async with open_session(args.app, task_queue=args.task_queue) as session:
+        try:
+            handle = await start_scan(session.client, request, task_queue=session.task_queue)
+        except WorkflowAlreadyStartedError:
+            print(
+                f"sleuth: scan {scan_id!r} is already running; wait for it to end or pick "
+                "another --scan-id",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"scan {scan_id!r} started: {workflow_link(handle.id)}")
+        follow = args.follow
+        if session.started_worker and not follow:
+            print(
+                "no separate worker is running, so this command follows the scan until it ends "
+                "(start `sleuth worker` to let scans run in the background)"
+            )
+            follow = True
+        if not follow:
+            print(f"follow it with the link above; rows: sleuth rows {scan_id}")
+            return 0
+        outcome = await follow_scan(handle, sys.stderr)
+    print_outcome(outcome, args.sink, sys.stdout)
+    return 0
+
+
+async def follow_scan(
+    handle: WorkflowHandle[KnowledgeScanWorkflow, ScanOutcome], out: TextIO
+) -> ScanOutcome:
+    """Draw a progress bar from the `progress` query until the scan returns."""
+    result = asyncio.ensure_future(handle.result())
+    interactive = out.isatty()
+    last_line, last_print = "", 0.0
+    while not result.done():
+        try:
+            progress = await handle.query(KnowledgeScanWorkflow.progress)
+        except Exception:
+            # Between runs of the continue-as-new chain a query can miss; the next poll answers.
+            progress = None
+        if progress is not None:
+            line = progress_line(progress)
+            if interactive:
+                out.write("\r" + line)
+                out.flush()
+            elif line != last_line and time.monotonic() - last_print > 5:
+                out.write(line + "\n")
+                last_print = time.monotonic()
+            last_line = line
+        await asyncio.wait({result}, timeout=POLL_SECONDS)
+    if interactive:
+        out.write("\n")
+    return result.result()
+
+
+def progress_line(progress: ScanProgress) -> str:
+    total = max(progress.total, progress.done)
+    filled = int(BAR_WIDTH * progress.done / total) if total else 0
+    bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+    of_total = f"{total}" if progress.listing_complete else f"{total}+ (listing)"
+    return (
+        f"[{bar}] {progress.done}/{of_total} done, {progress.failed} failed, "
+        f"{progress.in_flight} running"
+    )
+
+
+def print_outcome(outcome: ScanOutcome, sink_spec: str | None, out: TextIO) -> None:
+    out.write(
+        f"scan {outcome.scan_id!r} finished: {outcome.items_total} items, "
+        f"{outcome.rows_written} researched, {outcome.skipped} already had rows, "
+        f"{outcome.failed_count} failed\n"
+    )
+    for failure in outcome.failed:
+        out.write(f"  failed: {failure.item}: {failure.error}\n")
+    if outcome.failed_count > len(outcome.failed):
+        out.write(f"  ... and {outcome.failed_count - len(outcome.failed)} more failures\n")
+    sink_option = f" --sink {sink_spec}" if sink_spec else ""
+    out.write(f"rows are in {outcome.sink}; print them with: sleuth rows {outcome.scan_id}")
+    out.write(f"{sink_option}\n")
+
+
+def run_rows_command(args: argparse.Namespace) -> int:
+    sink = resolve_sink(args.sink, args.app)
+    records = sink.records(args.scan_id)
+    if not records:
+        print(
+            f"sleuth: no rows for scan {args.scan_id!r} in {sink.location}; check the scan id "
+            "(and --sink if the scan wrote elsewhere)",
+            file=sys.stderr,
+        )
+        return 1
+    if args.json:
+        for record in records:
+            print(record.model_dump_json())
+    else:
+        print_table(records, sys.stdout)
+    return 0
+
+
+def resolve_sink(spec: str | None, app_target: str | None) -> RowSink:
+    if spec and app_target:
+        app = load_app(app_target)
+        sink: RowSink = app.get_sink(spec)
+        return sink
+    return open_sink(spec)
+
+
+def print_table(records: list[RowRecord], out: TextIO, width: int = 100) -> None:
+    """One line per item: id, status, and the row's fields (or the error), cut to fit."""
+    id_width = min(max(len(r.item_id) for r in records), 40)
+    out.write(f"{'ITEM':<{id_width}}  {'STATUS':<6}  DATA\n")
+    for record in records:
+        detail = record.error or _compact(record.data)
+        room = max(width - id_width - 10, 20)
+        if len(detail) > room:
+            detail = detail[: room - 1] + "…"
+        out.write(f"{record.item_id[:id_width]:<{id_width}}  {record.status:<6}  {detail}\n")
+    failed = sum(1 for r in records if r.status == "failed")
+    out.write(f"{len(records)} items, {len(records) - failed} rows, {failed} failed\n")
+
+
+def _compact(data: dict[str, Any]) -> str:
+    parts = []
+    for key, value in data.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        parts.append(f"{key}={' '.join(str(shown).split())}")
+    return "; ".join(parts)
