@@ -136,3 +136,14 @@ async def test_connect_uses_tls_from_the_environment(
     monkeypatch.setenv("TEMPORAL_TLS", "true")
     with pytest.raises(RuntimeError):
         await connect(address)
+
+
+async def test_the_server_probe_uses_the_same_security(
+    time_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workers.embedded import temporal_answers
+
+    address = time_env.client.service_client.config.target_host
+    assert await temporal_answers(address)
+    monkeypatch.setenv("TEMPORAL_TLS", "true")
+    assert not await temporal_answers(address)

@@ -27,6 +27,7 @@ from temporalio.client import Client
 
 from sleuth.config import DEFAULT_TEMPORAL_ADDRESS, sleuth_home, temporal_address
 from workers.binaries import temporal_cli
+from workers.client import ConnectionSecurity
 
 EMBEDDED_ADDRESS_ENV = "SLEUTH_EMBEDDED_ADDRESS"
 """Environment variable naming the address the embedded server owns (default localhost:7233)."""
@@ -147,9 +148,17 @@ async def temporal_answers(address: str, timeout: float = 5.0) -> bool:
     host, port = split_address(address)
     if not port_open(host, port):
         return False
+    # TLS / API key as `connect` uses them, so a TLS-only server (Temporal Cloud) counts as up.
+    security = ConnectionSecurity.from_env()
     try:
         client = await asyncio.wait_for(
-            Client.connect(address, connect_timeout=timedelta(seconds=timeout)), timeout
+            Client.connect(
+                address,
+                connect_timeout=timedelta(seconds=timeout),
+                tls=security.tls,
+                api_key=security.api_key,
+            ),
+            timeout,
         )
         return await client.service_client.check_health(timeout=timedelta(seconds=timeout))
     except Exception:
