@@ -206,3 +206,16 @@ async def test_datastore_names_resolve_through_the_app() -> None:
     )
     state = (await spec.execute("q?", app=app)).final_state
     assert state["sources"] == ["notes.md"]
+
+
+async def test_a_separate_judge_model_scores_the_claims() -> None:
+    writer_script, judge_script = ResearchScript(verdicts=[False]), ResearchScript(verdicts=[True])
+    spec = create_research_workflow(
+        model=scripted_model(writer_script),
+        judge_model=scripted_model(judge_script),
+        tools=[lookup],
+    )
+    state = (await spec.execute("q?")).final_state
+    assert state["end_reason"] == "grounded"
+    assert "grounding_eval" not in writer_script.seen
+    assert judge_script.seen == ["grounding_eval"]
