@@ -212,14 +212,24 @@ def end_reason(state: ResearchDigest | Mapping[str, Any]) -> str:
 
 @dataclass
 class ResearchResult:
-    """What one run produced. `final_state` is a plain dict (see `ResearchState.final_state`)."""
+    """What one run produced. `final_state` is plain JSON data (see `build_final_state`)."""
 
     final_state: dict[str, Any]
     state: ResearchState
+    output_schema: type[BaseModel] | None = None
 
     @property
     def structured_output(self) -> Any:
+        """The structured report as a dict (None without an output schema or when invalid)."""
         return self.final_state["structured_output"]
+
+    @property
+    def parsed(self) -> Any:
+        """The structured report as an instance of the spec's `output_schema` (else None)."""
+        data = self.final_state["structured_output"]
+        if data is None or self.output_schema is None:
+            return None
+        return self.output_schema.model_validate(data)
 
     @property
     def summary(self) -> str:
@@ -313,7 +323,9 @@ class ResearchSpec:
         while (node := next_node(state)) != DONE:
             state = await self.run_node(node, state, app=app)
         state = finish(state)
-        return ResearchResult(final_state=state.final_state(), state=state)
+        return ResearchResult(
+            final_state=state.final_state(), state=state, output_schema=self.output_schema
+        )
 
     async def run_node(
         self,

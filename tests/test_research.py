@@ -133,8 +133,10 @@ async def test_output_schema_is_validated_and_repaired() -> None:
     spec = create_research_workflow(
         model=ScriptedModel(responder=responder), tools=[lookup], output_schema=Report
     )
-    state = (await spec.execute("q?")).final_state
+    result = await spec.execute("q?")
+    state = result.final_state
     assert state["structured_output"] == good
+    assert result.parsed == Report.model_validate(good)
     assert state["summary"] == FACT
     assert [c["claim"] for c in state["claims"]] == [FACT, good["key_findings"][0]]
 
