@@ -78,6 +78,9 @@ _EXPORTS: dict[str, str] = {
     "PipelineResult": "sleuth.composition",
     "DeepDecomposer": "sleuth.decompose",
     "Budget": "sleuth.decompose",
+    "DecomposeResult": "sleuth.decompose",
+    "budgeted_agent": "sleuth.decompose",
+    "load_agents_into": "sleuth.yamlconfig",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -61,6 +61,7 @@ class App:
         self._pipelines: dict[str, Any] = {}
         self._tools: dict[str, Tool] = {}
         self._sinks: dict[str, Any] = {}
+        self._models: dict[str, Any] = {}
 
     # -- registration -------------------------------------------------------------------------
 
@@ -111,6 +112,11 @@ class App:
         self._sinks[_check_name("sink", name, self._sinks)] = sink
         return sink
 
+    def model(self, name: str, model: Any) -> Any:
+        """Register a model instance; YAML agents use it as `model: {provider: app, model: NAME}`."""
+        self._models[_check_name("model", name, self._models)] = model
+        return model
+
     # -- lookup ---------------------------------------------------------------------------------
 
     def get_research(self, name: str) -> Any:
@@ -144,6 +150,9 @@ class App:
     def get_sink(self, name: str) -> Any:
         return _lookup("sink", name, self._sinks)
 
+    def get_model(self, name: str) -> Any:
+        return _lookup("model", name, self._models)
+
     @property
     def research_names(self) -> list[str]:
         return sorted(self._research)
@@ -167,6 +176,10 @@ class App:
     @property
     def tool_names(self) -> list[str]:
         return sorted(self._tools)
+
+    @property
+    def model_names(self) -> list[str]:
+        return sorted(self._models)
 
 
 def _check_name(kind: str, name: str, registry: dict[str, Any]) -> str:

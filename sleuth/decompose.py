@@ -341,6 +341,56 @@ def _what_is_known(state: LoopState) -> str:
     return f"(the budget ran out before an answer; tool results so far:)\n{lines}"
 
 
+def _budgeted(
+    model: Model,
+    tools: Sequence[Tool],
+    system_prompt: str,
+    budget: Budget,
+    *,
+    max_iterations: int,
+    max_output_tokens: int | None,
+    name: str,
+    tool_calls_used: int = 0,
+) -> tuple[Agent, _ToolMeter]:
+    meter = _ToolMeter(budget.max_tool_calls, tool_calls_used)
+    agent = Agent(
+        model,
+        [_MeteredTool(t, meter) for t in tools],
+        system_prompt,
+        termination=_AllowanceSpent(budget, meter),
+        max_iterations=max_iterations,
+        max_output_tokens=max_output_tokens,
+        name=name,
+    )
+    return agent, meter
+
+
+def budgeted_agent(
+    model: Model | str | None,
+    tools: Sequence[Tool | Callable[..., Any]] = (),
+    system_prompt: str = "",
+    *,
+    budget: Budget | None = None,
+    max_iterations: int = 10,
+    max_output_tokens: int | None = None,
+    name: str = "agent",
+) -> Agent:
+    """A ReAct `Agent` held to `budget`: tool calls past it are refused, and it stops once its
+    input or output tokens are used (a fresh agent per run: the count lives in the agent)."""
+    budget = budget or Budget()
+    caps = [c for c in (max_output_tokens, budget.max_output_tokens) if c is not None]
+    agent, _ = _budgeted(
+        resolve(model),
+        [as_tool(t) for t in tools],
+        system_prompt,
+        budget,
+        max_iterations=max_iterations,
+        max_output_tokens=min(caps) if caps else None,
+        name=name,
+    )
+    return agent
+
+
 class DeepDecomposer:
     """An agent that decomposes tasks recursively, solves the leaves and synthesises the results.
 
@@ -445,17 +495,15 @@ class DeepDecomposer:
         allowance = allowance or Budget()
         if allowance.is_spent:
             return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True)
-        meter = _ToolMeter(
-            allowance.max_tool_calls, _tool_calls_in(checkpoint) if checkpoint else 0
-        )
-        agent = Agent(
+        agent, meter = _budgeted(
             self.model,
-            [_MeteredTool(t, meter) for t in self.tools],
+            self.tools,
             self.system_prompt,
-            termination=_AllowanceSpent(allowance, meter),
+            allowance,
             max_iterations=self.max_iterations,
             max_output_tokens=self._output_cap(allowance),
             name=self.name,
+            tool_calls_used=_tool_calls_in(checkpoint) if checkpoint else 0,
         )
         result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
         spent = Spend.of(result.usage, meter.used)
