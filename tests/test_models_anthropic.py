@@ -22,6 +22,12 @@ from sleuth.models import (
 from sleuth.models.anthropic import AnthropicModel
 
 
+@pytest.fixture(autouse=True)
+def no_base_url_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests talk to the default endpoint unless they set one."""
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+
+
 class FakeAnthropic:
     """Answers each request with the next queued (status, body, headers) and records requests."""
 

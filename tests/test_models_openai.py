@@ -20,6 +20,12 @@ from sleuth.models import (
 from sleuth.models.openai import INVALID_ARGUMENTS_KEY, OpenAIModel, strict_json_schema
 
 
+@pytest.fixture(autouse=True)
+def no_base_url_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests talk to the default endpoint unless they set one."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
 class FakeOpenAI:
     """Answers each request with the next queued (status, body, headers) and records requests."""
 

@@ -9,6 +9,12 @@ from sleuth.models.anthropic import AnthropicModel
 from sleuth.models.openai import PLACEHOLDER_API_KEY, OpenAIModel
 
 
+@pytest.fixture(autouse=True)
+def no_base_url_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+
+
 def test_openai_from_environment_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     model = resolve("openai:gpt-5.4-mini")
@@ -31,6 +37,15 @@ def test_openai_compatible_server_needs_no_key() -> None:
     assert isinstance(model, OpenAIModel)
     assert str(model.client.base_url) == "http://127.0.0.1:8080/v1/"
     assert model.client.api_key == PLACEHOLDER_API_KEY
+
+
+def test_openai_compatible_server_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # SLEUTH_MODEL can only name the model; the server comes from OPENAI_BASE_URL.
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://llama:8080/v1")
+    model = resolve("openai:qwen2.5")
+    assert isinstance(model, OpenAIModel)
+    assert str(model.client.base_url) == "http://llama:8080/v1/"
+    assert model.max_tokens_field == "max_tokens"
 
 
 def test_anthropic_from_environment_key(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,6 +36,7 @@ from sleuth.models.base import (
 )
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 PLACEHOLDER_API_KEY = "sleuth-no-key"
 """Sent to a `base_url` proxy when no key is configured."""
 DEFAULT_MAX_TOKENS = 4096
@@ -44,8 +45,8 @@ DEFAULT_MAX_TOKENS = 4096
 class AnthropicModel:
     """A Claude model: `AnthropicModel("claude-sonnet-4-6")`.
 
-    The key comes from `api_key` or `$ANTHROPIC_API_KEY`; with `base_url` (a proxy or gateway)
-    it is optional. `http_client` replaces the SDK's `httpx2.AsyncClient` (tests use a mock
+    The key comes from `api_key` or `$ANTHROPIC_API_KEY`, the server from `base_url` or
+    `$ANTHROPIC_BASE_URL`; with a base URL (a proxy or gateway) the key is optional. `http_client` replaces the SDK's `httpx2.AsyncClient` (tests use a mock
     transport).
     """
 
@@ -74,6 +75,7 @@ class AnthropicModel:
         - `anthropic_extra_body`: extra JSON fields for a gateway's own options.
         """
         self.name = name
+        base_url = base_url or os.environ.get(BASE_URL_ENV) or None
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
             if base_url is None:

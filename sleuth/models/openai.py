@@ -37,6 +37,7 @@ from sleuth.models.base import (
 )
 
 API_KEY_ENV = "OPENAI_API_KEY"
+BASE_URL_ENV = "OPENAI_BASE_URL"
 PLACEHOLDER_API_KEY = "sleuth-no-key"
 """Sent to `base_url` servers when no key is configured: most local servers ignore the header."""
 INVALID_ARGUMENTS_KEY = "_invalid_json"
@@ -151,9 +152,9 @@ def _resolve_ref(root: dict[str, Any], ref: str) -> dict[str, Any]:
 class OpenAIModel:
     """An OpenAI (or OpenAI-compatible) chat model: `OpenAIModel("gpt-4o-mini")`.
 
-    The key comes from `api_key` or `$OPENAI_API_KEY`. With `base_url` set (a llama.cpp server,
-    vLLM, a gateway) a key is optional: without one a placeholder is sent, which local servers
-    ignore. `http_client` replaces the SDK's `httpx2.AsyncClient` (tests use a mock transport).
+    The key comes from `api_key` or `$OPENAI_API_KEY`, the server from `base_url` or
+    `$OPENAI_BASE_URL` (default api.openai.com). With a base URL (a llama.cpp server, vLLM, a
+    gateway) a key is optional: without one a placeholder is sent, which local servers ignore. `http_client` replaces the SDK's `httpx2.AsyncClient` (tests use a mock transport).
     """
 
     def __init__(
@@ -186,7 +187,7 @@ class OpenAIModel:
         - `openai_extra_body`: extra JSON fields for servers with their own options.
         """
         self.name = name
-        self.base_url = base_url
+        base_url = base_url or os.environ.get(BASE_URL_ENV) or None
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
             if base_url is None:
