@@ -406,3 +406,33 @@ async def test_base_url_server_needs_no_key_and_gets_max_tokens() -> None:
     assert str(fake.requests[0].url) == "http://127.0.0.1:8080/v1/chat/completions"
     assert fake.bodies[0]["max_tokens"] == 20
     assert "max_completion_tokens" not in fake.bodies[0]
+
+
+async def test_agent_tool_loop_over_the_real_sdk() -> None:
+    from sleuth.agent import Agent
+    from sleuth.tools import tool
+
+    @tool
+    def market_size(market: str) -> str:
+        """Look up a market's size."""
+        return f"{market}: $80bn"
+
+    call = {
+        "id": "call_77",
+        "type": "function",
+        "function": {"name": "market_size", "arguments": '{"market": "CRM"}'},
+    }
+    fake = FakeOpenAI(
+        (OK, completion({"content": None, "tool_calls": [call]}, "tool_calls"), {}),
+        (OK, completion({"content": "The CRM market is about $80bn."}), {}),
+    )
+    agent = Agent(fake.model(), tools=[market_size], system_prompt="You size markets.")
+
+    result = await agent.arun("How big is CRM?")
+
+    assert result.message == "The CRM market is about $80bn."
+    assert [(item.tool, item.success) for item in result.evidence] == [("market_size", True)]
+    assert result.usage.input_tokens == 38
+    second = fake.bodies[1]["messages"]
+    assert second[-2]["tool_calls"][0]["id"] == "call_77"
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_77", "content": "CRM: $80bn"}
