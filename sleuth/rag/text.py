@@ -50,14 +50,24 @@ def bm25_scores(
 
 def cosine_scores(query: Sequence[float], matrix: np.ndarray) -> np.ndarray:
     """Cosine similarity of `query` against each row of `matrix` (zero rows score 0)."""
+    return unit_rows_cosine(query, unit_rows(matrix) if matrix.size else matrix)
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """`matrix` with every row scaled to length 1 (zero rows stay zero)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+def unit_rows_cosine(query: Sequence[float], unit_matrix: np.ndarray) -> np.ndarray:
+    """Cosine similarity of `query` against rows already scaled by `unit_rows`."""
     vector = np.asarray(query, dtype=np.float32)
-    if matrix.size == 0:
+    if unit_matrix.size == 0:
         return np.zeros(0, dtype=np.float32)
-    if matrix.shape[1] != vector.shape[0]:
+    if unit_matrix.shape[1] != vector.shape[0]:
         raise ValueError(
             f"query embedding has {vector.shape[0]} dimensions but the store holds "
-            f"{matrix.shape[1]}; embed queries with the model the store was filled with"
+            f"{unit_matrix.shape[1]}; embed queries with the model the store was filled with"
         )
-    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
-    norms[norms == 0] = 1.0
-    return (matrix @ vector) / norms
+    return unit_matrix @ (vector / (np.linalg.norm(vector) or 1.0))

@@ -27,7 +27,7 @@ from sleuth.rag.stores.base import (
     check_where,
     fuse_rankings,
 )
-from sleuth.rag.text import cosine_scores, words
+from sleuth.rag.text import unit_rows, unit_rows_cosine, words
 from sleuth.rag.types import RetrievedChunk
 
 _SCHEMA = """
@@ -218,15 +218,15 @@ class SQLiteStore(BaseVectorStore):
         depth = max(top_k * _CANDIDATES_PER_RANKING, 50) if use_vectors else top_k
         text_hits = self._text_search(query, depth, where)
         if not use_vectors:
-            return [self._chunk(rowid, score) for rowid, score in text_hits]
+            return self._chunks(text_hits)
         assert embedding is not None
         vector_hits = self._vector_search(embedding, depth, where)
         if not text_hits:
-            return [self._chunk(rowid, score) for rowid, score in vector_hits[:top_k]]
+            return self._chunks(vector_hits[:top_k])
         fused = fuse_rankings(
             [[str(r) for r, _ in text_hits], [str(r) for r, _ in vector_hits]], top_k
         )
-        return [self._chunk(int(rowid), score) for rowid, score in fused]
+        return self._chunks([(int(rowid), score) for rowid, score in fused])
 
     def _text_search(self, query: str, limit: int, where: Where | None) -> list[tuple[int, float]]:
         terms = sorted(set(words(query)))
@@ -260,12 +260,16 @@ class SQLiteStore(BaseVectorStore):
                 ]
             keep = np.isin(rowids, np.asarray(allowed, dtype=np.int64))
             rowids, matrix = rowids[keep], matrix[keep]
-        similarities = cosine_scores(embedding, matrix)
-        best = np.argsort(-similarities)[:limit]
+        similarities = unit_rows_cosine(embedding, matrix)
+        if limit < len(similarities):
+            top = np.argpartition(-similarities, limit)[:limit]
+            best = top[np.argsort(-similarities[top])]
+        else:
+            best = np.argsort(-similarities)
         return [(int(rowids[i]), float(similarities[i])) for i in best]
 
     def _vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        """All stored vectors, cached until this or another connection writes."""
+        """All stored vectors as unit rows, cached until this or another connection writes."""
         with self._lock:
             version = (int(self._db.execute("PRAGMA data_version").fetchone()[0]), self._generation)
             if self._vectors is None or self._vectors[0] != version:
@@ -281,22 +285,33 @@ class SQLiteStore(BaseVectorStore):
                     if rows
                     else np.zeros((0, dimension), dtype=np.float32)
                 )
-                self._vectors = (version, rowids, matrix)
+                self._vectors = (version, rowids, unit_rows(matrix))
             return self._vectors[1], self._vectors[2]
 
-    def _chunk(self, rowid: int, score: float) -> RetrievedChunk:
+    def _chunks(self, scored: Sequence[tuple[int, float]]) -> list[RetrievedChunk]:
+        """The chunks of these rowids, in the given order, with the given scores."""
+        if not scored:
+            return []
+        rowids = [rowid for rowid, _ in scored]
         with self._lock:
-            row = self._db.execute(
-                "SELECT id, text, source, location, metadata FROM chunks WHERE rowid = ?", (rowid,)
-            ).fetchone()
-        return RetrievedChunk(
-            id=row[0],
-            text=row[1],
-            score=score,
-            source=row[2],
-            location=row[3],
-            metadata=json.loads(row[4]),
-        )
+            rows = self._db.execute(
+                "SELECT rowid, id, text, source, location, metadata FROM chunks"
+                f" WHERE rowid IN ({','.join('?' * len(rowids))})",
+                rowids,
+            ).fetchall()
+        by_rowid = {row[0]: row for row in rows}
+        return [
+            RetrievedChunk(
+                id=row[1],
+                text=row[2],
+                score=score,
+                source=row[3],
+                location=row[4],
+                metadata=json.loads(row[5]),
+            )
+            for rowid, score in scored
+            if (row := by_rowid.get(rowid)) is not None
+        ]
 
     @staticmethod
     def _dimension(db: sqlite3.Connection) -> int | None:
