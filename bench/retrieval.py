@@ -59,7 +59,9 @@ def make_queries(chunks: list[Document], count: int, rng: random.Random) -> list
 def with_vectors(chunks: list[Document], rng: np.random.Generator) -> list[Document]:
     vectors = rng.standard_normal((len(chunks), DIMENSION)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return [c.model_copy(update={"embedding": v.tolist()}) for c, v in zip(chunks, vectors)]
+    return [
+        c.model_copy(update={"embedding": v.tolist()}) for c, v in zip(chunks, vectors, strict=True)
+    ]
 
 
 def measure(
