@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -331,3 +332,46 @@ def test_dockerfile_passes_hadolint() -> None:
         [binary, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_image_build_context_builds_the_sleuth_wheel(tmp_path: Path) -> None:
+    """The Dockerfile's `pip wheel` step, run on exactly the files its COPY lines bring in."""
+    context = tmp_path / "context"
+    context.mkdir()
+    copies = [rest.split() for keyword, rest in _dockerfile_instructions() if keyword == "COPY"]
+    for args in copies:
+        if any(arg.startswith("--from") for arg in args):
+            continue
+        for source in args[:-1]:
+            origin = ROOT / source
+            if origin.is_dir():
+                shutil.copytree(
+                    origin, context / source, ignore=shutil.ignore_patterns("__pycache__")
+                )
+            else:
+                shutil.copy2(origin, context / source)
+    wheels = tmp_path / "wheels"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(wheels),
+            str(context),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    (wheel,) = wheels.glob("sleuth-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        assert {"workers/cli.py", "sleuth/agent.py", "workflows/__init__.py"} <= names
+        (entry_points,) = [n for n in names if n.endswith("entry_points.txt")]
+        assert "sleuth = workers.cli:main" in archive.read(entry_points).decode()
