@@ -116,6 +116,7 @@ async def test_sleuth_worker_polls_until_sigterm_then_stops_cleanly(
             process.communicate()
     assert process.returncode == 0, output
     assert f"on task queue {task_queue!r}" in output
+    assert "registers no research configs" in output
     assert "sleuth worker: stopped." in output
 
 

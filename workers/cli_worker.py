@@ -50,6 +50,19 @@ def load_agent_config(app: App, path: Path) -> None:
     yamlconfig.load_agents_into(app, path)
 
 
+def describe_app(app: App) -> str:
+    """One line naming what the App registers, so a person can check the worker serves it."""
+    kinds = {
+        "research": app.research_names,
+        "agents": app.agent_names,
+        "providers": app.provider_names,
+        "datastores": app.datastore_names,
+        "pipelines": app.pipeline_names,
+    }
+    listed = [f"{kind}: {', '.join(names)}" for kind, names in kinds.items() if names]
+    return "; ".join(listed) or "the app registers no research configs, agents or providers yet"
+
+
 async def run_worker_command(args: argparse.Namespace) -> int:
     app = load_app(args.app)
     if args.config is not None:
@@ -68,6 +81,7 @@ async def run_worker_command(args: argparse.Namespace) -> int:
         f"(Ctrl-C stops)",
         flush=True,
     )
+    print(f"  {describe_app(app)}", flush=True)
     run_task = asyncio.create_task(worker.run())
     stop_task = asyncio.create_task(stop_requested.wait())
     await asyncio.wait({run_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
