@@ -120,9 +120,12 @@ class App:
     # -- lookup ---------------------------------------------------------------------------------
 
     def get_research(self, name: str) -> Any:
+        """The named research spec; a registered factory is built on first use, then reused
+        (specs hold no per-run state)."""
         spec = _lookup("research config", name, self._research)
         if callable(spec) and not hasattr(spec, "execute"):
             spec = spec()
+            self._research[name] = spec
         return spec
 
     def new_agent(self, name: str) -> Any:
