@@ -324,3 +324,22 @@ def test_tool_message_without_call_id_fails_loudly() -> None:
     model = AnthropicModel("claude-sonnet-4-6", api_key="k")
     with pytest.raises(NonRetryableModelError, match="tool_call_id"):
         model._params([Message(role="tool", content="x")], None, None, None, None)
+
+
+async def test_schema_native_mode_cannot_express_falls_back_to_the_output_tool() -> None:
+    class Loose(BaseModel):
+        payload: Any
+
+    reply = message(
+        [{"type": "tool_use", "id": "toolu_3", "name": "final_Loose", "input": {"payload": [1]}}],
+        stop_reason="tool_use",
+    )
+    fake = FakeAnthropic((OK, reply, {}))
+    schema = OutputSchema(name="Loose", json_schema=Loose.model_json_schema())
+
+    response = await fake.model().request([Message(role="user", content="x")], output_schema=schema)
+
+    assert response.structured == {"payload": [1]}
+    body = fake.bodies[0]
+    assert "output_config" not in body
+    assert body["tool_choice"] == {"type": "tool", "name": "final_Loose"}
