@@ -22,6 +22,8 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_research",
     "workers.cli_scan",
     "workers.cli_schedule",
+    "workers.cli_run",
+    "workers.cli_agent",
 ]
 
 
