@@ -10,9 +10,10 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agent_models import AgentOutcome, AgentProgress, AgentRequest
+from activities.agent import next_step
+from activities.agent_models import AgentOutcome, AgentProgress, AgentRequest, AgentResume
 from sleuth import App, create_deepagent
-from sleuth.artifacts import default_artifact_store, get_json
+from sleuth.artifacts import default_artifact_store, get_json, put_json
 from sleuth.models.base import RetryableModelError
 from sleuth.models.scripted import ModelCall, ScriptedModel
 from sleuth.state import LoopState
@@ -135,3 +136,32 @@ async def test_unknown_step_kind_in_overrides_is_a_config_error(
             AgentRequest(agent="market", prompt="go", steps={"planner": {"heartbeat_seconds": 1}}),
         )
     assert "unknown step kind(s) in 'steps': planner" in str(caught.value.cause)
+
+
+async def test_a_run_carried_over_continue_as_new_resumes_where_it_was(
+    time_env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv(RECORD_ENV, str(record))
+    agent = market_app.new_agent("market")
+    state = agent.initial_state("Size CRM and price Acme")
+    while next_step(agent, state).kind != "subagent":
+        await agent.step(state)  # up to the subagent dispatch, as a run's first history had it
+    agent.capture_layers(state)
+    carried = AgentResume(
+        state_ref=put_json(default_artifact_store(), state),
+        next=next_step(agent, state),
+        progress=AgentProgress(agent="market", steps_run=7, iterations=state.iterations),
+    )
+    assert carried.next.kind == "subagent"
+    outcome, handle, progress = await run_agent(
+        time_env,
+        market_app,
+        AgentRequest(agent="market", prompt="Size CRM and price Acme", resume=carried),
+    )
+    assert outcome.structured_output is not None
+    assert outcome.structured_output["summary"].startswith("CRM market grew 12%")
+    assert [r["tool"] for r in read_record(record)] == ["lookup", "deep_dive", "submit"]
+    activities = [name for name, _ in await scheduled_activities(handle)]
+    assert activities[0] == "agent.subagent" and "agent.tool" in activities
+    assert progress.steps_run == 7 + len(activities)
