@@ -31,8 +31,8 @@ def first_user(call: ModelCall) -> str:
 
 
 def tree_app(children: dict[str, list[str]], *, fail_once: str | None = None, **deep: object):
-    """An App with agent "deep": leaves call `lookup` once then answer; `fail_once` leaf's
-    model raises a retryable error the first time it is asked."""
+    """An App with agent "deep": leaves call `lookup` once then answer; the `fail_once` leaf's
+    model raises a retryable error once, after its tool call."""
     lookups: list[str] = []
     failures: list[str] = []
 
@@ -48,11 +48,11 @@ def tree_app(children: dict[str, list[str]], *, fail_once: str | None = None, **
         task = first_user(call)
         if task.startswith("Original task:"):
             return text("synthesis of " + task.splitlines()[0][len("Original task: ") :])
-        if task == fail_once and not failures:
-            failures.append(task)
-            raise RetryableModelError("provider overloaded", status_code=529)
         if call.messages[-1].role == "user":
             return tool_call("lookup", topic=task)
+        if task == fail_once and not failures:  # after its tool call: the retry must resume
+            failures.append(task)
+            raise RetryableModelError("provider overloaded", status_code=529)
         return text(f"{task}: {call.messages[-1].content}")
 
     app = App()
@@ -82,7 +82,8 @@ async def test_durable_tree_with_a_retried_leaf(dev_env: WorkflowEnvironment) ->
     assert failures == ["b"]  # the leaf's activity failed once and its retry answered
     assert result.outcome == "completed"
     assert result.answer == "synthesis of root"
-    assert sorted(lookups) == ["a1", "a2", "b"]  # each leaf's tool ran exactly once
+    # Each leaf's tool ran exactly once: b's retry resumed from the heartbeated checkpoint.
+    assert sorted(lookups) == ["a1", "a2", "b"]
     assert result.spent.tool_calls == 3
     assert [c.task for c in tree.children] == ["a", "b"]
     assert [c.task for c in tree.children[0].children] == ["a1", "a2"]

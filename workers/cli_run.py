@@ -1,0 +1,133 @@
+"""`sleuth run AGENT_ID "task"`: start one declared agent or pipeline durably and print its answer.
+
+A deep agent (`type: deep`, or a registered `DeepDecomposer`) runs as `DecomposeWorkflow`, a
+registered pipeline as `PipelineWorkflow`, any other agent as `AgentWorkflow`. `--config
+agents.yaml` adds the agents a YAML file declares (`sleuth.yamlconfig`) to the App first; a
+worker started with the same `--config` serves them, else one runs in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowFailureError
+
+from activities.agent_models import AgentRequest
+from activities.decompose_models import DecomposeInput, DecomposeOutput
+from activities.errors import unwrap_cause
+from activities.pipeline_models import PipelineInput
+from sleuth.app import App, load_app
+from sleuth.composition import PipelineResult
+from sleuth.config import workflow_link
+from sleuth.decompose import DeepDecomposer
+from sleuth.log import configure_logging
+from sleuth.yamlconfig import load_agents_into
+from workers.session import add_session_arguments, open_session
+from workflows.agent import AgentWorkflow
+from workflows.decompose import DecomposeWorkflow
+from workflows.pipeline import PipelineWorkflow
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a declared agent (deep or react) or a registered pipeline durably",
+        description=(
+            "Start AGENT_ID on TASK and wait for the answer: a deep agent decomposes the task "
+            "into child workflows, a pipeline runs its stages as activities, a react agent runs "
+            "its tool loop."
+        ),
+    )
+    parser.add_argument("agent_id", metavar="AGENT_ID", help="an agent or pipeline id")
+    parser.add_argument("task", metavar="TASK", help="the task")
+    parser.add_argument(
+        "--config", type=Path, metavar="AGENTS.YAML", help="register the agents of this YAML file"
+    )
+    parser.add_argument(
+        "--max-depth", type=int, metavar="N", help="deep agents: recursion limit (0 means 3)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    add_session_arguments(parser)
+    parser.set_defaults(func=run_command)
+
+
+def workflow_kind(app: App, agent_id: str) -> str:
+    """`pipeline`, `deep` or `react` for a registered id; an unknown id lists what exists."""
+    if agent_id in app.pipeline_names and agent_id not in app.agent_names:
+        return "pipeline"
+    if agent_id not in app.agent_names:
+        known = ", ".join([*app.agent_names, *app.pipeline_names]) or "none"
+        raise LookupError(
+            f"unknown agent or pipeline {agent_id!r}; registered: {known} "
+            "(declare it in --config agents.yaml or register it in your --app)"
+        )
+    return "deep" if isinstance(app.new_agent(agent_id), DeepDecomposer) else "react"
+
+
+async def run_command(args: argparse.Namespace) -> int:
+    configure_logging()
+    app = load_app(args.app)
+    if args.config is not None:
+        if not args.config.is_file():
+            print(f"sleuth: --config {args.config}: no such file", file=sys.stderr)
+            return 2
+        load_agents_into(app, args.config)
+    try:
+        kind = workflow_kind(app, args.agent_id)
+    except LookupError as exc:
+        print(f"sleuth: {exc}", file=sys.stderr)
+        return 2
+    workflow_id = f"{kind}-{args.agent_id}-{uuid.uuid4().hex[:8]}"
+    async with open_session(app, task_queue=args.task_queue) as session:
+        start: dict[str, Any] = {"id": workflow_id, "task_queue": session.task_queue}
+        if kind == "deep":
+            handle: Any = await session.client.start_workflow(
+                DecomposeWorkflow.run,
+                DecomposeInput(agent=args.agent_id, task=args.task, max_depth=args.max_depth),
+                **start,
+            )
+        elif kind == "pipeline":
+            handle = await session.client.start_workflow(
+                PipelineWorkflow.run, PipelineInput(pipeline=args.agent_id, task=args.task), **start
+            )
+        else:
+            handle = await session.client.start_workflow(
+                AgentWorkflow.run, AgentRequest(agent=args.agent_id, prompt=args.task), **start
+            )
+        if not args.json:
+            print(f"started {workflow_id}: {workflow_link(workflow_id)}", file=sys.stderr)
+        try:
+            outcome = await handle.result()
+        except WorkflowFailureError as exc:
+            print(f"sleuth: {workflow_id} failed: {unwrap_cause(exc)}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(outcome.model_dump(mode="json"), indent=2))
+        return 0
+    return _print_outcome(outcome)
+
+
+def _print_outcome(outcome: Any) -> int:
+    if isinstance(outcome, DecomposeOutput):
+        print(outcome.answer)
+        spent = outcome.spent
+        print(
+            f"\noutcome: {outcome.outcome.replace('_', ' ')} · {spent.tool_calls} tool calls · "
+            f"{spent.input_tokens} input / {spent.output_tokens} output tokens",
+            file=sys.stderr,
+        )
+        return 0
+    if isinstance(outcome, PipelineResult):
+        if not outcome.success:
+            print(f"sleuth: the pipeline failed: {outcome.error}", file=sys.stderr)
+            return 1
+        print(outcome.final_output)
+        print(f"\noutcome: {outcome.stop_reason} · {len(outcome.outputs)} outputs", file=sys.stderr)
+        return 0
+    print(getattr(outcome, "final_message", None) or getattr(outcome, "message", outcome))
+    return 0
