@@ -21,6 +21,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+ROW_FIELDS = (
+    "summary",
+    "structured_output",
+    "grounding_score",
+    "replan_count",
+    "regeneration_count",
+    "sources",
+    "end_reason",
+)
+"""What `KnowledgeProvider.to_row` keeps of a research run's final state by default."""
+
 
 class ItemRef(BaseModel):
     """One item of an inventory. Small: it crosses the wire once per item."""
@@ -83,8 +94,14 @@ class KnowledgeProvider(ABC):
         return self.describe_item(ref)
 
     def to_row(self, ref: ItemRef, result: Any) -> KnowledgeRow:
-        """The row stored for the item. Defaults to the research run's final state as JSON data."""
-        return KnowledgeRow(id=ref.id, data=jsonable(getattr(result, "final_state", result)))
+        """The row stored for the item. The default keeps the research outcome (`ROW_FIELDS` of
+        the final state: report, summary, grounding score, loop counts, sources), not the
+        evidence trail; override it to shape your own rows."""
+        final_state = getattr(result, "final_state", result)
+        if isinstance(final_state, dict):
+            kept = {key: final_state[key] for key in ROW_FIELDS if key in final_state}
+            return KnowledgeRow(id=ref.id, data=jsonable(kept or final_state))
+        return KnowledgeRow(id=ref.id, data={"result": jsonable(final_state)})
 
 
 async def research_item(provider: KnowledgeProvider, research: Any, ref: ItemRef) -> KnowledgeRow:

@@ -126,7 +126,7 @@ class SQLiteRowSink:
                     record.item_id,
                     record.label,
                     record.status,
-                    json.dumps(record.data, ensure_ascii=False, sort_keys=True),
+                    json.dumps(record.data, ensure_ascii=False),
                     record.error,
                     record.updated_at,
                 ),
@@ -223,6 +223,18 @@ class JSONLRowSink:
         return [latest[item_id] for item_id in sorted(latest)]
 
 
+INDEX_BODY = {
+    "mappings": {
+        "properties": {
+            "scan_id": {"type": "keyword"},
+            "item_id": {"type": "keyword"},
+            "status": {"type": "keyword"},
+            "data": {"type": "object", "enabled": False},
+        }
+    }
+}
+
+
 class OpenSearchRowSink:
     """Rows as documents in an OpenSearch index; the document id is `<scan id>/<item id>`."""
 
@@ -237,6 +249,7 @@ class OpenSearchRowSink:
             client = OpenSearch(hosts=[url], max_retries=0)
         self.url, self.index, self.client = url, index, client
         self._index_ready = False
+        self._index_lock = threading.Lock()
 
     @property
     def location(self) -> str:
@@ -247,23 +260,17 @@ class OpenSearchRowSink:
         return f"{scan_id}/{item_id}"
 
     def _ensure_index(self) -> None:
-        if self._index_ready:
-            return
-        if not self.client.indices.exists(index=self.index):
-            self.client.indices.create(
-                index=self.index,
-                body={
-                    "mappings": {
-                        "properties": {
-                            "scan_id": {"type": "keyword"},
-                            "item_id": {"type": "keyword"},
-                            "status": {"type": "keyword"},
-                            "data": {"type": "object", "enabled": False},
-                        }
-                    }
-                },
-            )
-        self._index_ready = True
+        with self._index_lock:
+            if self._index_ready:
+                return
+            if not self.client.indices.exists(index=self.index):
+                try:
+                    self.client.indices.create(index=self.index, body=INDEX_BODY)
+                except Exception as exc:
+                    # Another worker created it between our check and our create: that is fine.
+                    if "resource_already_exists" not in str(exc):
+                        raise
+            self._index_ready = True
 
     def put(self, record: RowRecord) -> None:
         self._ensure_index()

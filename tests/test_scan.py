@@ -9,7 +9,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.scan_models import ScanOutcome, ScanProgress, ScanRequest, ScanSettings
-from sleuth.sinks import JSONLRowSink, SQLiteRowSink
+from sleuth.sinks import SQLiteRowSink, open_sink
 from tests.apps.scan_app import build_app
 from workers.worker import build_worker
 from workflows import KnowledgeScanWorkflow
@@ -79,14 +79,21 @@ async def test_rerunning_a_scan_id_skips_items_that_have_rows(dev_env: WorkflowE
     assert len(records) == 15 and all(r.status == "ok" for r in records)
 
 
-async def test_rows_can_go_to_a_jsonl_sink(dev_env: WorkflowEnvironment, tmp_path):
-    path = tmp_path / "rows.jsonl"
-    request = ScanRequest(provider="numbers", scan_id="scan-c", sink=f"jsonl://{path}")
-    outcome, _, _ = await run_scan(dev_env, build_app(9), request)
-    assert outcome.sink == str(path)
-    assert [r.item_id for r in JSONLRowSink(path).records("scan-c")] == [
+@pytest.mark.parametrize("kind", ["jsonl", "opensearch"])
+async def test_rows_can_go_to_other_sinks(dev_env: WorkflowEnvironment, tmp_path, request, kind):
+    if kind == "jsonl":
+        spec = f"jsonl://{tmp_path}/rows.jsonl"
+    else:
+        # osmem-server: an in-memory OpenSearch-compatible server (its pytest plugin, from PyPI).
+        host = request.getfixturevalue("osmem_clone").url.split("://", 1)[1]
+        spec = f"opensearch://{host}/scan-rows"
+    scan = ScanRequest(provider="numbers", scan_id="scan-c", sink=spec)
+    outcome, _, _ = await run_scan(dev_env, build_app(9), scan)
+    assert outcome.sink == open_sink(spec).location
+    assert [r.item_id for r in open_sink(spec).records("scan-c")] == [
         f"item-{n:05d}" for n in range(9)
     ]
+    assert SQLiteRowSink().records("scan-c") == [], "nothing went to the default sink"
 
 
 async def test_unknown_names_fail_the_scan_at_once(dev_env: WorkflowEnvironment):

@@ -113,24 +113,26 @@ async def follow_scan(
     result = asyncio.ensure_future(handle.result())
     interactive = out.isatty()
     last_line, last_print = "", 0.0
-    while not result.done():
+    while True:
+        finished = result.done()
         try:
-            progress = await handle.query(KnowledgeScanWorkflow.progress)
+            progress: ScanProgress | None = await handle.query(KnowledgeScanWorkflow.progress)
         except Exception:
             # Between runs of the continue-as-new chain a query can miss; the next poll answers.
             progress = None
         if progress is not None:
             line = progress_line(progress)
             if interactive:
-                out.write("\r" + line)
+                out.write("\r" + line + ("\n" if finished else ""))
                 out.flush()
-            elif line != last_line and time.monotonic() - last_print > 5:
+            elif finished or (line != last_line and time.monotonic() - last_print > 5):
+                # Logs and pipes get a line every few seconds and the final count.
                 out.write(line + "\n")
                 last_print = time.monotonic()
             last_line = line
+        if finished:
+            break
         await asyncio.wait({result}, timeout=POLL_SECONDS)
-    if interactive:
-        out.write("\n")
     return result.result()
 
 
