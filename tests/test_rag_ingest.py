@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from sleuth.rag.demo import demo_topics
 from sleuth.rag.ingest import (
     chunk_spans,
     ingest_paths,
     read_sections,
 )
-from sleuth.rag.stores import SQLiteStore
+from sleuth.rag.stores import Document, SQLiteStore
 from workers.cli import run as cli_run
 
 
@@ -220,3 +221,20 @@ def test_cli_ingest_into_an_app_datastore(corpus: Path, tmp_path: Path, capsys):
 
     retriever = app.get_datastore("guides").retriever
     assert retriever.retrieve("generators", top_k=1)[0].source.endswith("guide.md")
+
+
+def test_cli_ingest_demo_builds_the_python_docs_store(sleuth_home: Path, capsys):
+    assert cli_run(["ingest", "--demo"]) == 0
+    topics = len(demo_topics())
+    assert f"python-docs: {topics} files ({topics} added)" in capsys.readouterr().out
+    store = SQLiteStore(sleuth_home / "stores" / "python-docs.sqlite")
+    assert store.search("context manager __exit__", top_k=1)[0].source.startswith("python-docs/")
+    assert cli_run(["ingest", "--demo"]) == 0
+    assert f"({topics} unchanged), 0 chunks written" in capsys.readouterr().out
+
+
+def test_cli_warns_when_a_vector_store_gets_no_embedder(corpus: Path, sleuth_home: Path, capsys):
+    store = SQLiteStore.named("vectors")
+    store.add([Document(id="v", text="vector chunk", embedding=[1.0, 0.0])])
+    assert cli_run(["ingest", str(corpus / "notes.txt"), "--store", "vectors"]) == 0
+    assert "holds vectors but no --embedder" in capsys.readouterr().err

@@ -132,6 +132,12 @@ def run_ingest(args: argparse.Namespace) -> int:
         )
         return 2
     store, embedder = resolve_store(args.store, args.app, make_embedder(args.embedder))
+    if embedder is None and getattr(store, "dimension", None):
+        print(
+            f"note: {args.store} holds vectors but no --embedder was given; new chunks get none "
+            "and are found by BM25 only (pass the embedder the store was filled with)",
+            file=sys.stderr,
+        )
     try:
         report = ingest_paths(
             args.paths,
