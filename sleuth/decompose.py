@@ -107,7 +107,8 @@ class Budget(BaseModel):
     @property
     def is_spent(self) -> bool:
         """True when any limited dimension has nothing left."""
-        return any((self.limit(d) is not None and self.limit(d) <= 0) for d in _DIMENSIONS)  # type: ignore[operator]
+        limits = (self.max_tool_calls, self.max_input_tokens, self.max_output_tokens)
+        return any(limit is not None and limit <= 0 for limit in limits)
 
     def minus(self, spent: Spend) -> Budget:
         """What is left of this allowance after `spent` (never below zero)."""

@@ -99,12 +99,8 @@ class _Located:
         return f"{self.source}:{self.line(*path)}: {message}"
 
 
-def load_agent_specs(text: str, source: str = "<yaml>") -> list[AgentSpec]:
-    """Parse and validate the `agents:` of a YAML document (no App needed)."""
-    return _parse(text, source)[0]
-
-
 def _parse(text: str, source: str) -> tuple[list[AgentSpec], _Located]:
+    """Parse and validate the `agents:` of a YAML document (names are checked later, per App)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -288,9 +284,3 @@ def load_agents_into(app: App, path: str | Path) -> list[str]:
     for agent_id, factory in factories.items():
         app.agent(agent_id, factory)
     return list(factories)
-
-
-def agent_types(path: str | Path) -> dict[str, str]:
-    """`{agent id: type}` of a YAML file (what `sleuth run` needs to pick the workflow)."""
-    path = Path(path)
-    return {s.id: s.type for s in load_agent_specs(path.read_text(encoding="utf-8"), str(path))}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.decompose_models import StepRetry, StepSettings
@@ -137,3 +139,22 @@ async def test_durable_stage_that_keeps_failing_gives_success_false(
         == ("stage 'boom' failed: RuntimeError: the data source is down")
     )
     assert result.outputs == ["first(task)"]
+
+
+async def test_unknown_stage_name_fails_at_once_listing_what_exists(
+    time_env: WorkflowEnvironment,
+) -> None:
+    app = App()
+    app.agent("writer", lambda: echo_agent("writer"))
+    app.pipeline("typo", SequentialPipeline(agents=["writer", "wirter"]))
+    task_queue = str(uuid.uuid4())
+    async with build_worker(time_env.client, app, task_queue=task_queue):
+        with pytest.raises(WorkflowFailureError) as failure:
+            await time_env.client.execute_workflow(
+                PipelineWorkflow.run,
+                PipelineInput(pipeline="typo", task="t"),
+                id=f"pipeline-{uuid.uuid4()}",
+                task_queue=task_queue,
+            )
+    cause = failure.value.cause.cause
+    assert "unknown agent or pipeline 'wirter'; registered: typo, writer" in str(cause)

@@ -70,6 +70,10 @@ async def test_run_command_starts_yaml_agents_and_pipelines(
     assert pipeline.stdout.strip() == "noted: noted: Acme pricing: $40 per seat"
     assert "pipeline-report-" in pipeline.stderr  # the workflow id and its Web UI link
 
+    react = await sleuth(address, "run", "researcher", "Globex pricing", *common())
+    assert react.returncode == 0, react.stderr
+    assert react.stdout.strip() == "noted: Globex pricing: $40 per seat"
+
     unknown = await sleuth(address, "run", "nobody", "hi", *common())
     assert unknown.returncode == 2
     assert "unknown agent or pipeline 'nobody'; registered: deep-researcher, researcher" in (
