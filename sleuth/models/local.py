@@ -11,8 +11,10 @@ How requests map onto llama.cpp:
   `<tool_response>`); a file without a template gets ChatML with the same protocol.
 - `tool_choice` "required" or a tool name, and `output_schema`, constrain decoding with a grammar
   built from the JSON schemas, so the call or the answer always parses and fits the schema.
-  "auto" decodes freely and parses any `<tool_call>` blocks; a malformed one is decoded again
-  under the tool-call grammar.
+  "auto" decodes freely and parses `<tool_call>` blocks (or a bare call object after some
+  prose, which small models write); a call that does not parse or fit its tool's parameters is
+  decoded again under the tool-call grammar. By default (`local_tool_first`) the first answer to
+  a user message must call a tool, so small models gather evidence instead of guessing.
 - One llama.cpp instance per weights file and settings is shared by every `LocalModel` in the
   process. Requests run one at a time on that instance's own thread, so the event loop (and the
   activity heartbeats on it) stays free, and the model is never entered by two threads.
@@ -55,10 +57,6 @@ INSTALL_HINT = (
     '  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON '
     '-DGGML_BMI2=ON" pip install "sleuth[local]"'
 )
-INVALID_ARGUMENTS_KEY = "_invalid_json"
-"""A tool call whose arguments are not a JSON object carries the raw text under this key, so the
-tool's argument validation rejects it and the model is told."""
-
 _TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 # ChatML with the Hermes-style tool protocol, for GGUF files that carry no chat template.
@@ -211,6 +209,7 @@ class LocalModel:
         local_seed: int = 0,
         local_max_output_tokens: int = 1024,
         local_pull: bool = True,
+        local_tool_first: bool = True,
     ) -> None:
         """Settings (all optional):
 
@@ -221,6 +220,10 @@ class LocalModel:
         - `local_max_output_tokens`: answer length cap when a request sets none.
         - `local_pull`: assemble a catalogue model's missing weights on first use (default); when
           False a missing model is an error naming `sleuth models pull`.
+        - `local_tool_first`: with tools offered and tool_choice "auto", the first answer to a
+          user message must call a tool (default). Small models otherwise tend to answer from
+          memory, or to describe a call in prose instead of making it; after the first tool
+          result they choose freely between more calls and an answer.
         """
         _require_llama_cpp()
         source = path if isinstance(path, weights.KnownModel) else Path(path).expanduser()
@@ -228,6 +231,7 @@ class LocalModel:
             f"local:{source.name}" if isinstance(source, weights.KnownModel) else f"local:{source}"
         )
         self.temperature = local_temperature
+        self.tool_first = local_tool_first
         self.max_output_tokens = local_max_output_tokens
         self.last_stats = LocalRequestStats()
         self._engine = _engine_for(
@@ -314,26 +318,27 @@ class LocalModel:
                 bos_token="",
                 eos_token=engine.eos_text,
             )
-            calls_offered = [] if choice == "none" else tools
-            if choice not in ("auto", "none"):
-                forced = tools if choice == "required" else [t for t in tools if t.name == choice]
-                grammar = _grammar(engine, calls=forced, answer=None)
+            offered = [] if choice == "none" else tools
+            forced = self._forced_tools(choice, tools, messages)
+            if forced:
+                grammar = _grammar(calls=forced, answer=None)
             elif output_schema is not None:
-                grammar = _grammar(engine, calls=calls_offered, answer=output_schema)
+                grammar = _grammar(calls=offered, answer=output_schema)
             else:
                 grammar = None
             text, finish_reason, usage = self._generate(
                 prompt, grammar, max_output_tokens, cancelled, stop_at_call=choice == "none"
             )
-            offered = {t.name for t in calls_offered}
-            content, tool_calls, malformed = (
-                _parse_tool_calls(text, offered) if offered else (text, [], False)
-            )
+            content, tool_calls, malformed = _parse_tool_calls(text, offered)
             if malformed and grammar is None:
-                # A free-form call that does not parse: decode it again under the tool grammar
-                # (the prompt is cached, so this costs only the call's tokens).
+                # The model meant to call a tool but the call does not parse or fit the tool's
+                # parameters: decode the call again under the tool grammar (the prompt is cached,
+                # so this costs only the call's tokens).
                 text, finish_reason, retry_usage = self._generate(
-                    prompt, _grammar(engine, calls=tools, answer=None), max_output_tokens, cancelled
+                    prompt,
+                    _grammar(calls=offered, answer=None),
+                    max_output_tokens,
+                    cancelled,
                 )
                 usage = usage + retry_usage
                 content, tool_calls, malformed = _parse_tool_calls(text, offered)
@@ -352,6 +357,18 @@ class LocalModel:
             model=self.name,
             finish_reason="tool_calls" if tool_calls else finish_reason,
         )
+
+    def _forced_tools(
+        self, choice: str, tools: list[ToolSpec], messages: list[Message]
+    ) -> list[ToolSpec]:
+        """The tools one of which the answer must call, or [] when the answer is free."""
+        if choice == "required":
+            return tools
+        if choice not in ("auto", "none"):
+            return [t for t in tools if t.name == choice]
+        if choice == "auto" and tools and self.tool_first and _awaiting_first_action(messages):
+            return tools
+        return []
 
     def _generate(
         self,
@@ -473,56 +490,100 @@ def _template_tool(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _parse_tool_calls(text: str, offered: set[str]) -> tuple[str, list[ToolCall], bool]:
-    """Split decoded text into (content before the calls, the calls, whether any was malformed)."""
+def _awaiting_first_action(messages: list[Message]) -> bool:
+    """True when no tool has answered since the last user message."""
+    for message in reversed(messages):
+        if message.role == "tool":
+            return False
+        if message.role == "user":
+            return True
+    return True
+
+
+_BARE_CALL_RE = re.compile(r'\{\s*"name"\s*:')
+
+
+def _parse_tool_calls(text: str, offered: list[ToolSpec]) -> tuple[str, list[ToolCall], bool]:
+    """Split decoded text into (content before the calls, the calls, whether a call the model
+    meant to make did not parse or does not fit its tool's parameters).
+
+    Calls come as `<tool_call>` blocks, or (small models do this) as the bare `{"name": ...,
+    "arguments": ...}` object after some prose or inside a code fence.
+    """
+    if not offered:
+        return text.strip(), [], False
+    specs = {spec.name: spec for spec in offered}
     start = text.find("<tool_call>")
-    if start < 0:
-        bare = _bare_call(text, offered)
-        return ("", [bare], False) if bare else (text.strip(), [], False)
+    if start >= 0:
+        blocks = _TOOL_CALL_RE.findall(text[start:])
+    else:
+        blocks, start = _bare_calls(text, specs)
+        if not blocks:
+            return text.strip(), [], False
     calls: list[ToolCall] = []
     malformed = False
-    for block in _TOOL_CALL_RE.findall(text[start:]):
+    for block in blocks:
+        call = _to_call(block, specs)
+        if call is None:
+            malformed = True
+        else:
+            calls.append(call)
+    content = text[:start].strip().removesuffix("```json").removesuffix("```").strip()
+    return content, calls, malformed or not calls
+
+
+def _bare_calls(text: str, specs: dict[str, ToolSpec]) -> tuple[list[str], int]:
+    """JSON objects in `text` naming an offered tool, and where the first one starts."""
+    decoder = json.JSONDecoder()
+    blocks: list[str] = []
+    first = last_end = -1
+    for match in _BARE_CALL_RE.finditer(text):
+        if match.start() < last_end:
+            continue  # inside the previous call's arguments
         try:
-            payload = json.loads(block)
-            name = payload["name"]
-            arguments = payload.get("arguments", {})
-            if isinstance(arguments, str):
-                arguments = json.loads(arguments)
-        except (json.JSONDecodeError, KeyError, TypeError):
-            malformed = True
-            continue
-        if not isinstance(name, str):
-            malformed = True
-            continue
-        if not isinstance(arguments, dict):
-            arguments = {INVALID_ARGUMENTS_KEY: json.dumps(arguments)}
-        calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:16]}", name=name, arguments=arguments))
-    return text[:start].strip(), calls, malformed or not calls
+            payload, end = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            payload, end = None, len(text)
+        named = payload.get("name") if isinstance(payload, dict) else _quoted_name(text, match)
+        if named in specs:
+            blocks.append(text[match.start() : end])
+            first = match.start() if first < 0 else first
+            last_end = end
+    return blocks, first
 
 
-def _bare_call(text: str, offered: set[str]) -> ToolCall | None:
-    """Small models sometimes answer with the call's JSON but without the tags (possibly in a
-    code fence); that is a call when it names an offered tool and carries an arguments object."""
-    body = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
-    if not body.startswith("{"):
-        return None
+def _quoted_name(text: str, match: re.Match[str]) -> str | None:
+    name = re.match(r'\s*"([^"]+)"', text[match.end() :])
+    return name.group(1) if name else None
+
+
+def _to_call(block: str, specs: dict[str, ToolSpec]) -> ToolCall | None:
+    """The call in one block, or None when it does not parse or fit its tool's parameters."""
     try:
-        payload = json.loads(body)
-    except json.JSONDecodeError:
+        payload = json.loads(block)
+        name = payload["name"]
+        arguments = payload.get("arguments", {})
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments)
+    except (json.JSONDecodeError, KeyError, TypeError):
         return None
-    if (
-        isinstance(payload, dict)
-        and set(payload) == {"name", "arguments"}
-        and payload["name"] in offered
-        and isinstance(payload["arguments"], dict)
-    ):
-        return ToolCall(
-            id=f"call_{uuid.uuid4().hex[:16]}", name=payload["name"], arguments=payload["arguments"]
-        )
-    return None
+    spec = specs.get(name) if isinstance(name, str) else None
+    if spec is None or not isinstance(arguments, dict) or not _fits(arguments, spec.parameters):
+        return None
+    return ToolCall(id=f"call_{uuid.uuid4().hex[:16]}", name=name, arguments=arguments)
 
 
-def _grammar(engine: _Engine, *, calls: list[ToolSpec], answer: OutputSchema | None) -> Any:
+def _fits(arguments: dict[str, Any], parameters: dict[str, Any]) -> bool:
+    """Required arguments present, and no unknown ones when the schema forbids extras."""
+    properties = parameters.get("properties", {})
+    if not set(parameters.get("required", [])) <= set(arguments):
+        return False
+    return parameters.get("additionalProperties", True) is not False or set(arguments) <= set(
+        properties
+    )
+
+
+def _grammar(*, calls: list[ToolSpec], answer: OutputSchema | None) -> Any:
     """A grammar accepting one `<tool_call>` block for one of `calls`, or (with `answer`) a JSON
     value valid under its schema."""
     from llama_cpp import LlamaGrammar
