@@ -15,7 +15,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.scan_models import ScanOutcome, ScanProgress, ScanRequest
 from sleuth.app import load_app
-from sleuth.config import workflow_link
+from sleuth.config import sleuth_home, workflow_link
 from sleuth.sinks import RowRecord, RowSink, open_sink
 from workers.scans import start_scan
 from workers.session import add_session_arguments, open_session
@@ -99,7 +99,9 @@ async def run_scan_command(args: argparse.Namespace) -> int:
             )
             follow = True
         if not follow:
-            print(f"follow it with the link above; rows: sleuth rows {scan_id}")
+            print(
+                f"rows go to {sink_description(args.sink)}; print them with: sleuth rows {scan_id}"
+            )
             return 0
         outcome = await follow_scan(handle, sys.stderr)
     print_outcome(outcome, args.sink, sys.stdout)
@@ -145,6 +147,15 @@ def progress_line(progress: ScanProgress) -> str:
         f"[{bar}] {progress.done}/{of_total} done, {progress.failed} failed, "
         f"{progress.in_flight} running"
     )
+
+
+def sink_description(spec: str | None) -> str:
+    """Where a sink spec puts rows, as the worker resolves it (without opening the sink)."""
+    if spec is None or spec == "sqlite":
+        return f"{sleuth_home() / 'rows.sqlite'} (the worker's $SLEUTH_HOME)"
+    if "://" in spec:
+        return spec
+    return f"the sink the worker's App registered as {spec!r}"
 
 
 def print_outcome(outcome: ScanOutcome, sink_spec: str | None, out: TextIO) -> None:

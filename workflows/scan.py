@@ -67,6 +67,7 @@ class KnowledgeScanWorkflow:
             self._carry = ScanCarry(scan_id=request.scan_id or workflow.info().workflow_id)
         carry = self._carry
         settings = request.settings
+        self._publish_memo()
         item_semaphore = asyncio.Semaphore(request.concurrency)
         running: set[asyncio.Task[None]] = set()
 
