@@ -7,8 +7,8 @@ gathered into a digest (`## Subtask 1: <text>` …) and a final ReAct loop, with
 the answer.
 
 The `Budget` covers the whole tree, not each node. Every node works within an *allowance*: a
-parent splits its own allowance among its subtasks and its synthesis with a `BudgetPool`, which
-only hands out what nobody else holds, and takes back what a finished subtask did not use. So
+parent shares its own allowance among its subtasks and then its synthesis with a `BudgetPool`,
+which only hands out what nobody else holds, and takes back what a finished subtask did not use. So
 parallel subtasks cannot together spend more than the tree has. Tool calls are counted exactly (a
 call past the allowance is refused, not run); tokens are checked before each model call, so one
 node can overshoot by at most the model call that crossed its line. When the budget is spent the
@@ -141,19 +141,24 @@ class Spend(BaseModel):
 
 
 class BudgetPool:
-    """Splits one allowance among `consumers` (the subtasks, then the synthesis) that run in parallel.
+    """Splits one allowance among `consumers` (the subtasks, then the synthesis).
 
-    `grant()` reserves a share for the next consumer — an even split of what nobody holds yet
-    over the consumers still waiting, at least one unit of each limited dimension — or returns
-    `None` when nothing is left. `settle(grant, spent)` ends the reservation and books what was
-    really used, so unused budget flows to later consumers. Reservations never exceed the
-    allowance, which is why parallel consumers cannot overspend it together. The last consumer
-    (the synthesis) gets everything that is left.
+    `grant()` reserves a share for the next consumer, or returns `None` when nothing is left.
+    The share is what nobody holds yet, split evenly over the slots still open: `at_once`
+    consumers run at the same time (the fan-out), so a share is `free / (at_once - holding)`,
+    and never less than one unit of each limited dimension. `settle(grant, spent)` ends the
+    reservation and books what was really used, so unused budget flows to the consumers that
+    start later. Reservations never exceed the allowance, which is why parallel consumers cannot
+    overspend it together. The synthesis, granted last, gets everything that is left; if the
+    subtasks used it all, the digest is the answer. Without `at_once` the split is over all
+    waiting consumers.
     """
 
-    def __init__(self, allowance: Budget, consumers: int):
+    def __init__(self, allowance: Budget, consumers: int, *, at_once: int | None = None):
         self.allowance = allowance
         self.waiting = consumers
+        self.at_once = at_once
+        self.holding = 0
         self.spent = Spend()
         self._reserved = {d: 0 for d in _DIMENSIONS}
 
@@ -163,8 +168,15 @@ class BudgetPool:
             return None
         return max(0, limit - getattr(self.spent, dimension) - self._reserved[dimension])
 
+    def must_wait(self) -> bool:
+        """Nothing is free, but a running consumer may still give some back: wait for it."""
+        free = [self._free(d) for d in _DIMENSIONS]
+        return self.holding > 0 and any(f is not None and f <= 0 for f in free)
+
     def grant(self) -> Budget | None:
-        waiting = max(1, self.waiting)
+        slots = max(1, self.waiting)
+        if self.at_once is not None:
+            slots = min(slots, max(1, self.at_once - self.holding))
         self.waiting = max(0, self.waiting - 1)
         shares: dict[str, int | None] = {}
         for dimension in _DIMENSIONS:
@@ -174,14 +186,16 @@ class BudgetPool:
                 continue
             if free <= 0:
                 return None
-            shares[dimension] = max(1, free // waiting)
+            shares[dimension] = max(1, free // slots)
         for dimension, share in shares.items():
             if share is not None:
                 self._reserved[dimension] += share
+        self.holding += 1
         return Budget(**{f"max_{d}": shares[d] for d in _DIMENSIONS})
 
     def settle(self, grant: Budget | None, spent: Spend) -> None:
         if grant is not None:
+            self.holding -= 1
             for dimension in _DIMENSIONS:
                 share = grant.limit(dimension)
                 if share is not None:
@@ -232,6 +246,8 @@ class NodeOutcome(BaseModel):
     text: str
     spent: Spend = Field(default_factory=Spend)
     budget_exhausted: bool = False
+    skipped: bool = False
+    """The budget left was too small to start the work at all."""
 
 
 class DecomposeResult(BaseModel):
@@ -427,6 +443,15 @@ class DeepDecomposer:
 
     # -- node functions (shared with the durable runner) -----------------------------------------
 
+    def _fits(self, allowance: Budget, prompt: str) -> bool:
+        """Whether a call with this prompt stays within the input-token allowance (estimated at
+        four characters a token, system prompt included), so a large prompt is not started only
+        to cross the line."""
+        if allowance.max_input_tokens is None:
+            return True
+        estimate = (len(self.system_prompt) + len(prompt)) // 4
+        return estimate <= allowance.max_input_tokens
+
     def _output_cap(self, allowance: Budget) -> int | None:
         caps = [c for c in (self.max_output_tokens, allowance.max_output_tokens) if c is not None]
         return min(caps) if caps else None
@@ -434,12 +459,13 @@ class DeepDecomposer:
     async def decide(self, task: str, allowance: Budget | None = None) -> Decision:
         """One model call: solve `task` directly, or split it into subtasks?"""
         allowance = allowance or Budget()
-        if allowance.is_spent:
+        prompt = decision_prompt(task)
+        if allowance.is_spent or not self._fits(allowance, prompt):
             return Decision(direct=True, reason="budget spent", budget_exhausted=True)
         messages = []
         if self.system_prompt.strip():
             messages.append(Message(role="system", content=self.system_prompt.strip()))
-        messages.append(Message(role="user", content=decision_prompt(task)))
+        messages.append(Message(role="user", content=prompt))
         response = await self.model.request(messages, max_output_tokens=self._output_cap(allowance))
         direct, subtasks, reason = parse_decision(response.text)
         spent = Spend.of(response.usage)
@@ -476,15 +502,15 @@ class DeepDecomposer:
         With no budget left, the digest itself is the answer: that is what is known.
         """
         digest = build_digest(results)
-        if allowance is not None and allowance.is_spent:
+        prompt = synthesis_prompt(task, digest)
+        spent = allowance is not None and (allowance.is_spent or not self._fits(allowance, prompt))
+        if spent and checkpoint is None:
             return NodeOutcome(
                 text="The budget ran out before the results could be synthesised. "
                 f"What the subtasks found:\n\n{digest}",
                 budget_exhausted=True,
             )
-        return await self._react(
-            synthesis_prompt(task, digest), allowance, checkpoint, on_checkpoint
-        )
+        return await self._react(prompt, allowance, checkpoint, on_checkpoint)
 
     async def _react(
         self,
@@ -494,8 +520,8 @@ class DeepDecomposer:
         on_checkpoint: CheckpointHook | None,
     ) -> NodeOutcome:
         allowance = allowance or Budget()
-        if allowance.is_spent:
-            return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True)
+        if checkpoint is None and (allowance.is_spent or not self._fits(allowance, prompt)):
+            return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
         agent, meter = _budgeted(
             self.model,
             self.tools,
@@ -555,16 +581,29 @@ class DeepDecomposer:
     ) -> NodeOutcome:
         node.status, node.mode = "running", "decomposed"
         node.children = [TaskNode(task=s, depth=node.depth + 1) for s in decision.subtasks]
-        pool = BudgetPool(allowance.minus(decision.spent), consumers=len(node.children) + 1)
+        pool = BudgetPool(
+            allowance.minus(decision.spent),
+            consumers=len(node.children) + 1,
+            at_once=self.max_fan_out,
+        )
         gate = asyncio.Semaphore(self.max_fan_out)
+        settled = asyncio.Condition()
 
         async def run_child(child: TaskNode) -> NodeOutcome:
             async with gate:
+                async with settled:
+                    await settled.wait_for(lambda: not pool.must_wait())
                 grant = pool.grant()
                 if grant is None:
                     return _skip(child)
-                outcome = await self._node(child, max_depth, grant)
-                pool.settle(grant, outcome.spent)
+                spent = Spend()
+                try:
+                    outcome = await self._node(child, max_depth, grant)
+                    spent = outcome.spent
+                finally:  # a failed subtask must not leave its siblings waiting
+                    pool.settle(grant, spent)
+                    async with settled:
+                        settled.notify_all()
                 return outcome
 
         outcomes = await asyncio.gather(*(run_child(c) for c in node.children))
@@ -587,10 +626,13 @@ class DeepDecomposer:
 def _skip(node: TaskNode) -> NodeOutcome:
     node.status, node.budget_exhausted, node.result_preview = "skipped", True, NOT_RUN_TEXT
     emit("decompose.skipped", depth=node.depth, task_preview=preview(node.task))
-    return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True)
+    return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
 
 
 def _finish(node: TaskNode, outcome: NodeOutcome, spent: Spend, exhausted: bool) -> NodeOutcome:
-    node.status, node.spent, node.budget_exhausted = "done", spent, exhausted
+    node.status = "skipped" if outcome.skipped else "done"
+    node.spent, node.budget_exhausted = spent, exhausted
     node.result_preview = preview(outcome.text, 200)
-    return NodeOutcome(text=outcome.text, spent=spent, budget_exhausted=exhausted)
+    return NodeOutcome(
+        text=outcome.text, spent=spent, budget_exhausted=exhausted, skipped=outcome.skipped
+    )

@@ -241,14 +241,30 @@ async def test_shared_budget_stops_a_wide_tree_early() -> None:
 
 
 async def test_token_budget_is_shared_by_the_whole_tree() -> None:
+    """Calls cost what their prompts weigh; the tree never spends more than its budget."""
+    subtasks = [
+        f"subtask {i}: " + "check the vendor's pricing page in detail " * 4 for i in range(8)
+    ]
+    leaves_run: list[str] = []
+
+    def respond(call: ModelCall):  # type: ignore[no-untyped-def]
+        weight = sum(len(m.content) for m in call.messages) // 4
+        if is_decision(call):
+            return text(json.dumps({"direct": False, "subtasks": subtasks}), input_tokens=weight)
+        leaves_run.append(call.last_user_text)
+        return text("noted", input_tokens=weight)
+
     limited = await DeepDecomposer(
-        ScriptedModel(responder=responder(split_into({"root": [f"s{i}" for i in range(8)]}))),
-        budget={"max_input_tokens": 45},
+        ScriptedModel(responder=respond),
+        max_depth=1,
+        max_fan_out=2,
+        budget={"max_input_tokens": 400},
     ).arun("root")
-    # Every scripted call costs 10 input tokens; each call starts only within its node's share.
-    assert limited.spent.input_tokens <= 45 + 10
+    assert limited.spent.input_tokens <= 400
+    assert 2 <= len(leaves_run) < len(subtasks)
     assert limited.outcome == "budget_exhausted"
-    assert limited.tree.count("skipped") > 0
+    assert limited.tree.count("skipped") == len(subtasks) - len(leaves_run)
+    assert "The budget ran out before the results could be synthesised" in limited.answer
 
 
 def test_budget_pool_never_hands_out_more_than_the_allowance() -> None:

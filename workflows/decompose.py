@@ -85,7 +85,9 @@ class DecomposeWorkflow:
             )
             spent, exhausted = decision.spent, decision.budget_exhausted
             if not decision.direct:
-                pool = BudgetPool(allowance.minus(spent), consumers=len(decision.subtasks) + 1)
+                pool = BudgetPool(
+                    allowance.minus(spent), consumers=len(decision.subtasks) + 1, at_once=fan_out
+                )
                 outcome = await self._split(
                     request, config, decision.subtasks, pool, max_depth, fan_out
                 )
@@ -118,12 +120,13 @@ class DecomposeWorkflow:
 
         async def run_child(number: int, child: TaskNode) -> NodeOutcome:
             async with gate:
+                await workflow.wait_condition(lambda: not pool.must_wait())
                 grant = pool.grant()
                 if grant is None:
                     child.status, child.budget_exhausted = "skipped", True
                     child.result_preview = NOT_RUN_TEXT
                     workflow.logger.info("decompose skipped (budget spent): %s", child.task)
-                    return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True)
+                    return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
                 child.status, child.workflow_id = "running", f"{base_id}.{number}"
                 result = await workflow.execute_child_workflow(
                     DecomposeWorkflow.run,
@@ -178,7 +181,8 @@ class DecomposeWorkflow:
     ) -> DecomposeOutput:
         node = self._node
         exhausted = exhausted or outcome.budget_exhausted
-        node.status, node.spent, node.budget_exhausted = "done", spent, exhausted
+        node.status = "skipped" if outcome.skipped else "done"
+        node.spent, node.budget_exhausted = spent, exhausted
         node.result_preview = preview(outcome.text, 200)
         self._memo(max_depth)
         return DecomposeOutput(
