@@ -10,9 +10,10 @@ The `Budget` covers the whole tree, not each node. Every node works within an *a
 parent shares its own allowance among its subtasks and then its synthesis with a `BudgetPool`,
 which only hands out what nobody else holds, and takes back what a finished subtask did not use. So
 parallel subtasks cannot together spend more than the tree has. Tool calls are counted exactly (a
-call past the allowance is refused, not run); tokens are checked before each model call, so one
-node can overshoot by at most the model call that crossed its line. When the budget is spent the
-remaining work ends with what is known, and the result says `outcome="budget_exhausted"`.
+call past the allowance is refused, not run); a model call starts only while tokens are left and
+its prompt fits (estimated at four characters a token), so the tree can pass its token budget only
+by what that estimate misses. When the budget is spent the remaining work ends with what is
+known, and the result says `outcome="budget_exhausted"`.
 
 The same node functions (`decide`, `solve`, `synthesize`) and the same `BudgetPool` serve both
 runners: `DeepDecomposer.arun` in-process and `workflows.DecomposeWorkflow` durably.
