@@ -28,6 +28,7 @@ from workers.embedded import (
     pid_file,
     port_open,
     read_background_server,
+    temporal_answers,
 )
 
 pytestmark = pytest.mark.slow
@@ -124,11 +125,10 @@ async def test_a_non_embedded_address_that_does_not_answer_is_a_clear_error(
     assert not port_open("127.0.0.1", int(elsewhere.rsplit(":", 1)[1]))
 
 
-def start_foreground_server(port: int, db_file: Path) -> subprocess.Popen[str]:
+def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """Run `sleuth server ARGS`; returns the process and its output once it says it is ready."""
     process = subprocess.Popen(
-        sleuth_command(
-            "server", "--port", str(port), "--ui-port", str(port + 1000), "--db-file", str(db_file)
-        ),
+        sleuth_command("server", *args),
         env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -139,7 +139,7 @@ def start_foreground_server(port: int, db_file: Path) -> subprocess.Popen[str]:
     for line in process.stdout:
         seen.append(line)
         if line.startswith("Ctrl-C stops it."):
-            return process
+            return process, "".join(seen)
     process.kill()
     raise AssertionError("`sleuth server` never became ready:\n" + "".join(seen))
 
@@ -165,7 +165,9 @@ async def wait_for_status(client: Client, workflow_id: str) -> WorkflowExecution
 async def test_sleuth_server_serves_the_web_ui_and_persists_to_sqlite(tmp_path: Path) -> None:
     port = free_port_pair()
     db_file = tmp_path / "server" / "temporal.sqlite"
-    process = start_foreground_server(port, db_file)
+    process, banner = start_foreground_server(
+        "--port", str(port), "--ui-port", str(port + 1000), "--db-file", str(db_file)
+    )
     try:
         with urllib.request.urlopen(f"http://localhost:{port + 1000}/", timeout=10) as response:
             assert response.status == 200
@@ -174,18 +176,38 @@ async def test_sleuth_server_serves_the_web_ui_and_persists_to_sqlite(tmp_path: 
         workflow_id = f"persisted-{uuid.uuid4()}"
         await client.start_workflow("NobodyServesThis", id=workflow_id, task_queue="nobody")
     finally:
-        output = stop_foreground_server(process)
-    assert f"localhost:{port}" in output and str(db_file) in output
+        stop_foreground_server(process)
+    assert f"gRPC    localhost:{port}" in banner and f"data    {db_file}" in banner
     assert db_file.stat().st_size > 0
     assert not port_open("127.0.0.1", port)
 
-    process = start_foreground_server(port, db_file)
+    process, _ = start_foreground_server(
+        "--port", str(port), "--ui-port", str(port + 1000), "--db-file", str(db_file)
+    )
     try:
         client = await connect(f"localhost:{port}")
         assert await wait_for_status(client, workflow_id) == WorkflowExecutionStatus.RUNNING
         await client.get_workflow_handle(workflow_id).terminate("test done")
     finally:
         stop_foreground_server(process)
+
+
+async def test_sleuth_server_defaults_to_7233_and_the_web_ui_on_8233(
+    sleuth_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if port_open("127.0.0.1", 7233) or port_open("127.0.0.1", 8233):
+        pytest.skip("a server already uses the default ports 7233/8233 on this machine")
+    monkeypatch.delenv("SLEUTH_EMBEDDED_ADDRESS", raising=False)
+    process, banner = start_foreground_server()
+    try:
+        with urllib.request.urlopen("http://localhost:8233/", timeout=10) as response:
+            assert response.status == 200
+        assert await temporal_answers("localhost:7233")
+    finally:
+        stop_foreground_server(process)
+    assert "gRPC    localhost:7233" in banner
+    assert "Web UI  http://localhost:8233" in banner
+    assert f"data    {(sleuth_home / 'temporal.sqlite').resolve()}" in banner
 
 
 def test_sleuth_server_refuses_a_port_in_use(tmp_path: Path) -> None:
