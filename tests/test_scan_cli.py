@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,6 +11,11 @@ import uuid
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
+
+from activities.scan_models import ScanOutcome
+from tests.apps.scan_app import build_app
+from workers.session import workflow_pollers
+from workers.worker import build_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,3 +74,24 @@ async def test_scan_follow_then_rows_as_table_and_json(dev_env: WorkflowEnvironm
 
     unknown = sleuth(dev_env, "rows", "no-such-scan")
     assert unknown.returncode == 1 and "no rows for scan 'no-such-scan'" in unknown.stderr
+
+
+async def test_scan_without_follow_returns_at_once_and_says_where_rows_go(
+    dev_env: WorkflowEnvironment, sleuth_home
+):
+    task_queue = str(uuid.uuid4())
+    app = build_app(6)
+    async with build_worker(dev_env.client, app, task_queue=task_queue):
+        while await workflow_pollers(dev_env.client, task_queue) == 0:
+            await asyncio.sleep(0.05)
+        started = sleuth(
+            dev_env, "scan", "numbers", "--app", "tests.apps.scan_app:app",
+            "--task-queue", task_queue, "--scan-id", "background",
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        assert "running one in this process" not in started.stderr, "a worker already polls"
+        assert "scan 'background' started: http" in started.stdout
+        assert f"rows go to {sleuth_home / 'rows.sqlite'}" in started.stdout
+        handle = dev_env.client.get_workflow_handle("scan-background", result_type=ScanOutcome)
+        outcome = await handle.result()
+    assert (outcome.items_total, outcome.rows_written) == (6, 6)
