@@ -1,7 +1,8 @@
 """The real local model (llama.cpp): tool calls, schema-constrained JSON, prefix reuse, sharing.
 
-Marked `localmodel`. They use `$SLEUTH_TEST_LOCAL_MODEL` (default `qwen2.5-coder-0.5b`, the small
-variant: constrained decoding makes its calls and JSON as well-formed as the 1.5B's) from
+Marked `localmodel`; the last one is a tiny durable research run. They use
+`$SLEUTH_TEST_LOCAL_MODEL` (default `qwen2.5-coder-0.5b`, the small variant: constrained decoding
+makes its calls and JSON as well-formed as the 1.5B's) from
 `$SLEUTH_MODEL_DIR` (default `~/.sleuth/models`). Without those weights the tests skip, or fail
 when `$CI` is set. Get them with `sleuth models pull qwen2.5-coder-0.5b`.
 """
@@ -10,13 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from pathlib import Path
 from typing import Literal
 
 import pytest
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
+from temporalio.testing import WorkflowEnvironment
 
+from activities.research_models import ResearchRequest
+from sleuth import App, create_research_workflow, tool
 from sleuth.models import Message, OutputSchema, ToolSpec, resolve, weights
+from workers.worker import build_worker
+from workflows.research import ResearchWorkflow
 
 pytestmark = pytest.mark.localmodel
 pytest.importorskip("llama_cpp")
@@ -188,3 +196,62 @@ async def test_concurrent_requests_share_one_instance_and_leave_the_loop_free(
     assert [r.tool_calls[0].name for r in responses] == ["convert_currency"] * 3
     # The event loop kept running while llama.cpp worked on its own thread.
     assert ticks > len(prompts)
+
+
+ACME_NOTES = {
+    "revenue": "Acme CRM revenue grew 12 percent in 2024 to 4.1 billion dollars.",
+    "pricing": "Acme raised its list prices by 5 percent in March 2024.",
+}
+
+
+def acme_notes(topic: str) -> str:
+    """Look a topic up in the analyst notes on Acme CRM (topics: revenue, pricing)."""
+    for key, note in ACME_NOTES.items():
+        if key in topic.lower():
+            return note
+    return f"No note on {topic!r}; topics: {', '.join(ACME_NOTES)}"
+
+
+async def test_a_tiny_durable_research_run_on_the_local_model(
+    model_name: str, dev_env: WorkflowEnvironment
+) -> None:
+    app = App()
+    app.research(
+        "acme",
+        create_research_workflow(
+            model=model_name,
+            tools=[tool(acme_notes)],
+            max_iterations=2,
+            max_replans=0,
+            max_regenerations=0,
+            causal_inference=False,
+            max_output_tokens=120,
+        ),
+    )
+    task_queue = str(uuid.uuid4())
+    # A heartbeat timeout shorter than one model call: a blocked event loop would time it out.
+    request = ResearchRequest(
+        prompt="How did Acme CRM revenue change in 2024?",
+        research="acme",
+        nodes={"execute": {"heartbeat_seconds": 5, "retry": {"maximum_attempts": 1}}},
+    )
+    async with build_worker(dev_env.client, app, task_queue=task_queue):
+        handle = await dev_env.client.start_workflow(
+            ResearchWorkflow.run, request, id=f"local-{task_queue}", task_queue=task_queue
+        )
+        outcome = await handle.result()
+        history = await handle.fetch_history()
+
+    state = outcome.final_state
+    assert state["nodes"][:3] == ["execute", "summarize", "grounding_eval"]
+    assert state["evidence"] and {e["tool"] for e in state["evidence"]} == {"acme_notes"}
+    assert isinstance(state["summary"], str) and state["summary"].strip()
+    assert 0.0 <= state["grounding_score"] <= 1.0
+    assert state["replan_count"] == 0 and state["end_reason"]
+    assert state["usage"]["input_tokens"] > 0
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    assert attempts and set(attempts) == {1}

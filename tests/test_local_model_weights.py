@@ -19,6 +19,12 @@ from workers.cli import run as run_cli
 PART_SIZES = (3000, 3000, 1234)
 
 
+@pytest.fixture(autouse=True)
+def private_models_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights go to the per-test $SLEUTH_HOME, even where CI points SLEUTH_MODEL_DIR at a cache."""
+    monkeypatch.delenv("SLEUTH_MODEL_DIR", raising=False)
+
+
 def _part_bytes() -> list[bytes]:
     parts = []
     for index, size in enumerate(PART_SIZES):
