@@ -292,29 +292,69 @@ def parse_decision(text: str) -> tuple[bool, list[str], str]:
 # -- the decomposer ---------------------------------------------------------------------------
 
 
-class _ToolMeter:
-    """Counts one node's tool calls against its allowance; a call past it is refused, not run."""
+class _OutOfTokens(Exception):
+    """The next model call of a ReAct loop would not fit in what is left of its allowance."""
 
-    def __init__(self, limit: int | None, used: int = 0):
-        self.limit, self.used, self.refused = limit, used, 0
 
-    def take(self) -> bool:
-        if self.limit is not None and self.used >= self.limit:
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """A provider-neutral estimate of a request's input tokens: four characters a token."""
+    characters = sum(
+        len(m.content) + sum(len(json.dumps(c.arguments)) + len(c.name) for c in m.tool_calls)
+        for m in messages
+    )
+    return characters // 4
+
+
+class _Guard:
+    """Holds one ReAct loop to its allowance.
+
+    A tool call past `max_tool_calls` is refused, not run. Before every model call the request
+    is estimated and must fit in the input tokens left, and the output is capped at the output
+    tokens left; `_AllowanceSpent` keeps `usage` and `state` current after every turn.
+    """
+
+    def __init__(
+        self,
+        allowance: Budget,
+        agent_output_cap: int | None,
+        tool_calls_used: int = 0,
+        usage: Usage | None = None,
+    ):
+        self.allowance, self.agent_output_cap = allowance, agent_output_cap
+        self.tool_calls, self.refused = tool_calls_used, 0
+        self.usage = usage or Usage()
+        self.state: LoopState | None = None
+        self.agent: Agent | None = None
+
+    def take_tool_call(self) -> bool:
+        if (
+            self.allowance.max_tool_calls is not None
+            and self.tool_calls >= self.allowance.max_tool_calls
+        ):
             self.refused += 1
             return False
-        self.used += 1
+        self.tool_calls += 1
         return True
+
+    async def before_request(self, messages: list[Message]) -> list[Message]:
+        left = self.allowance.minus(Spend.of(self.usage))
+        if left.max_input_tokens is not None and estimate_tokens(messages) > left.max_input_tokens:
+            raise _OutOfTokens
+        caps = [c for c in (self.agent_output_cap, left.max_output_tokens) if c is not None]
+        if self.agent is not None:
+            self.agent.max_output_tokens = min(caps) if caps else None
+        return messages
 
 
 class _MeteredTool(Tool):
-    """A tool that asks the node's meter before running."""
+    """A tool that asks the loop's guard before running."""
 
-    def __init__(self, inner: Tool, meter: _ToolMeter):
+    def __init__(self, inner: Tool, guard: _Guard):
         self.__dict__.update(inner.__dict__)
-        self._inner, self._meter = inner, meter
+        self._inner, self._guard = inner, guard
 
     async def invoke(self, arguments: dict[str, Any]) -> ToolResult:
-        if not self._meter.take():
+        if not self._guard.take_tool_call():
             return ToolResult(
                 ok=False,
                 content="Not run: the tool-call budget is spent. Answer now with what you know.",
@@ -326,18 +366,19 @@ class _MeteredTool(Tool):
 class _AllowanceSpent(Condition):
     """Stops a ReAct loop when its token allowance is used, or it insists on refused tools."""
 
-    def __init__(self, allowance: Budget, meter: _ToolMeter):
-        self.allowance, self.meter = allowance, meter
+    def __init__(self, guard: _Guard):
+        self.guard = guard
 
     def check(self, state: LoopState) -> tuple[bool, str]:
-        left = self.allowance.minus(Spend.of(state.usage))
+        self.guard.usage, self.guard.state = state.usage, state
+        left = self.guard.allowance.minus(Spend.of(state.usage))
         if left.max_input_tokens == 0 or left.max_output_tokens == 0:
             return True, BUDGET_REFUSED
         refused_last_turn = any(
             e.error == BUDGET_REFUSED for e in state.evidence if e.iteration == state.iterations
         )
         # One refusal tells the model to answer; a second means it will not, so stop here.
-        if refused_last_turn and self.meter.refused > 1:
+        if refused_last_turn and self.guard.refused > 1:
             return True, BUDGET_REFUSED
         return False, ""
 
@@ -368,19 +409,26 @@ def _budgeted(
     max_iterations: int,
     max_output_tokens: int | None,
     name: str,
-    tool_calls_used: int = 0,
-) -> tuple[Agent, _ToolMeter]:
-    meter = _ToolMeter(budget.max_tool_calls, tool_calls_used)
+    checkpoint: LoopState | None = None,
+) -> tuple[Agent, _Guard]:
+    guard = _Guard(
+        budget,
+        max_output_tokens,
+        _tool_calls_in(checkpoint) if checkpoint else 0,
+        checkpoint.usage if checkpoint else None,
+    )
     agent = Agent(
         model,
-        [_MeteredTool(t, meter) for t in tools],
+        [_MeteredTool(t, guard) for t in tools],
         system_prompt,
-        termination=_AllowanceSpent(budget, meter),
+        termination=_AllowanceSpent(guard),
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
+        context_manager=guard.before_request,
         name=name,
     )
-    return agent, meter
+    guard.agent = agent
+    return agent, guard
 
 
 def budgeted_agent(
@@ -393,17 +441,16 @@ def budgeted_agent(
     max_output_tokens: int | None = None,
     name: str = "agent",
 ) -> Agent:
-    """A ReAct `Agent` held to `budget`: tool calls past it are refused, and it stops once its
-    input or output tokens are used (a fresh agent per run: the count lives in the agent)."""
-    budget = budget or Budget()
-    caps = [c for c in (max_output_tokens, budget.max_output_tokens) if c is not None]
+    """A ReAct `Agent` held to `budget`: tool calls past it are refused, each model call's output
+    is capped at the output tokens left, and the loop stops once its tokens are used or its next
+    request would not fit. Make a fresh agent per run: the counts live in the agent."""
     agent, _ = _budgeted(
         resolve(model),
         [as_tool(t) for t in tools],
         system_prompt,
-        budget,
+        budget or Budget(),
         max_iterations=max_iterations,
-        max_output_tokens=min(caps) if caps else None,
+        max_output_tokens=max_output_tokens,
         name=name,
     )
     return agent
@@ -523,19 +570,25 @@ class DeepDecomposer:
         allowance = allowance or Budget()
         if checkpoint is None and (allowance.is_spent or not self._fits(allowance, prompt)):
             return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
-        agent, meter = _budgeted(
+        agent, guard = _budgeted(
             self.model,
             self.tools,
             self.system_prompt,
             allowance,
             max_iterations=self.max_iterations,
-            max_output_tokens=self._output_cap(allowance),
+            max_output_tokens=self.max_output_tokens,
             name=self.name,
-            tool_calls_used=_tool_calls_in(checkpoint) if checkpoint else 0,
+            checkpoint=checkpoint,
         )
-        result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
-        spent = Spend.of(result.usage, meter.used)
-        exhausted = result.stop_reason == BUDGET_REFUSED or meter.refused > 0
+        try:
+            result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
+        except _OutOfTokens:
+            if guard.state is None:
+                return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
+            spent = Spend.of(guard.state.usage, guard.tool_calls)
+            return NodeOutcome(text=_what_is_known(guard.state), spent=spent, budget_exhausted=True)
+        spent = Spend.of(result.usage, guard.tool_calls)
+        exhausted = result.stop_reason == BUDGET_REFUSED or guard.refused > 0
         text = _what_is_known(result.state) if exhausted else result.message
         return NodeOutcome(text=text, spent=spent, budget_exhausted=exhausted)
 

@@ -277,3 +277,38 @@ def test_budget_pool_never_hands_out_more_than_the_allowance() -> None:
     assert BudgetPool(Budget(max_tool_calls=0), consumers=1).grant() is None
     unlimited = BudgetPool(Budget(), consumers=2).grant()
     assert unlimited == Budget()
+
+
+async def test_a_loop_stops_before_a_request_that_would_not_fit() -> None:
+    """Budget checks happen before each model call: a big tool result ends the loop cleanly,
+    and each call's output is capped at the output tokens left."""
+
+    @tool
+    def fetch_page(url: str) -> str:
+        """Fetch a page."""
+        return "pricing table " * 150
+
+    def respond(call: ModelCall):  # type: ignore[no-untyped-def]
+        weight = sum(len(m.content) for m in call.messages) // 4
+        if call.messages[-1].role == "user":
+            return tool_call(
+                "fetch_page",
+                url="https://acme.example/pricing",
+                input_tokens=weight,
+                output_tokens=30,
+            )
+        return text("summary", input_tokens=weight)
+
+    model = ScriptedModel(responder=respond)
+    agent = DeepDecomposer(
+        model, tools=[fetch_page], budget={"max_input_tokens": 300, "max_output_tokens": 50}
+    )
+    result = await agent.arun("Acme pricing", max_depth=1)
+    solve_calls = [c for c in model.calls if not is_decision(c)]
+    assert len(solve_calls) == 1  # the second request would have been ~540 tokens
+    assert result.outcome == "budget_exhausted"
+    assert result.spent.input_tokens <= 300 and result.spent.tool_calls == 1
+    assert "tool results so far" in result.answer and "fetch_page: pricing table" in result.answer
+    decision_output_tokens = result.spent.output_tokens - 30  # the leaf's one call wrote 30
+    assert model.calls[0].max_output_tokens == 50
+    assert solve_calls[0].max_output_tokens == 50 - decision_output_tokens
