@@ -173,10 +173,12 @@ class Agent:
         except RuntimeError:
             return asyncio.run(self.arun(prompt, **kwargs))
         box: dict[str, Any] = {}
+        # Threads start with an empty context: carry the caller's (its run_context) across.
+        caller_context = contextvars.copy_context()
 
         def runner() -> None:
             try:
-                box["result"] = asyncio.run(self.arun(prompt, **kwargs))
+                box["result"] = caller_context.run(asyncio.run, self.arun(prompt, **kwargs))
             except BaseException as exc:  # re-raised in the caller's thread
                 box["error"] = exc
 

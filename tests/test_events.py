@@ -123,3 +123,13 @@ async def test_concurrent_runs_only_see_their_own_agent_events() -> None:
     assert {e.data["agent"] for e in left} == {"left"}
     assert {e.data["agent"] for e in right} == {"right"}
     assert left[-1].data["final_message_preview"] == "answer left"
+
+
+async def test_run_sync_from_async_code_keeps_the_callers_run_context() -> None:
+    bus = get_event_bus()
+    async with run_context() as rid:
+        collector = await subscribed(rid)
+        Agent(ScriptedModel([text("sync answer")]), name="sync").run_sync("q")
+        await bus.close_stream(rid)
+    events = await collector
+    assert [e.event_type for e in events] == ["agent.iteration", "agent.terminate"]
