@@ -66,8 +66,11 @@ async def test_rerunning_a_scan_id_skips_items_that_have_rows(dev_env: WorkflowE
     first, _, _ = await run_scan(dev_env, build_app(12, failing), request)
     assert (first.rows_written, first.failed_count, first.skipped) == (11, 1, 0)
 
-    # The inventory grew by three items and the failing item now works.
-    second, _, _ = await run_scan(dev_env, build_app(15), request)
+    # The inventory grew by three items and the failing item now works. A tiny history budget
+    # makes the rerun continue as new even while it only lists pages of done items.
+    tiny_budget = FAST_RETRIES.model_copy(update={"history_event_budget": 10})
+    rerun = request.model_copy(update={"settings": tiny_budget})
+    second, _, _ = await run_scan(dev_env, build_app(15), rerun)
 
     assert (second.items_total, second.skipped, second.rows_written, second.failed_count) == (
         15,
@@ -75,6 +78,7 @@ async def test_rerunning_a_scan_id_skips_items_that_have_rows(dev_env: WorkflowE
         4,
         0,
     )
+    assert second.runs >= 3
     records = SQLiteRowSink().records("scan-b")
     assert len(records) == 15 and all(r.status == "ok" for r in records)
 

@@ -71,14 +71,16 @@ class KnowledgeScanWorkflow:
         item_semaphore = asyncio.Semaphore(request.concurrency)
         running: set[asyncio.Task[None]] = set()
 
-        while True:
-            if not carry.pending and not carry.listing_complete:
+        steps_this_run = 0
+        while carry.pending or not carry.listing_complete:
+            # Every run takes at least one step, so even a tiny budget makes progress.
+            if steps_this_run and self._history_budget_spent(settings.history_event_budget):
+                break
+            steps_this_run += 1
+            if not carry.pending:
+                # Pages whose items all have rows already cost events too: list under the budget.
                 await self._list_next_page(request)
                 continue
-            if not carry.pending:
-                break
-            if self._history_budget_spent(settings.history_event_budget):
-                break
             await item_semaphore.acquire()
             item = carry.pending.pop(0)
             task = asyncio.create_task(self._research(request, item, item_semaphore))
