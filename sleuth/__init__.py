@@ -88,7 +88,7 @@ _EXPORTS: dict[str, str] = {
     "DeepDecomposer": "sleuth.decompose",
     "Budget": "sleuth.decompose",
     "DecomposeResult": "sleuth.decompose",
-    "budgeted_agent": "sleuth.decompose",
+    "budgeted_agent": "sleuth.budget",
     "load_agents_into": "sleuth.yamlconfig",
 }
 

@@ -32,7 +32,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sleuth.app import App
-from sleuth.decompose import Budget, DeepDecomposer, budgeted_agent, effective_max_depth
+from sleuth.budget import Budget, budgeted_agent
+from sleuth.decompose import DeepDecomposer, effective_max_depth
 from sleuth.models import PROVIDERS, resolve
 
 APP_PROVIDER = "app"
