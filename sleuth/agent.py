@@ -27,6 +27,9 @@ from sleuth.state import EvidenceItem, LoopState
 from sleuth.termination import Condition, MaxIterations
 from sleuth.tools import Tool, ToolResult, as_tool
 
+LOOP_WARNING = "Loop detected:"
+"""How the tool result of a call that repeats the previous turn starts."""
+
 CheckpointHook = Callable[[LoopState], Awaitable[None] | None]
 ContextManager = Callable[[list[Message]], Awaitable[list[Message]]]
 
@@ -301,6 +304,11 @@ class Agent:
             state.messages.append(
                 Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
             )
+            if not _previous_turn_keys(state.messages) & {
+                _call_key(c) for c in response.tool_calls
+            }:
+                # A turn that repeats nothing ends a loop: a later loop gets its own warning.
+                state.loop_warnings = 0
             await self._save(state, hook)
             return
 
@@ -372,7 +380,9 @@ class Agent:
         for call in calls:
             key = _call_key(call)
             if self.loop_detection and key in previous_keys:
-                state.loop_warnings += 1
+                # Count looping turns, not calls: a repeated batch of parallel calls is one loop.
+                if not _warned_this_turn(state.messages):
+                    state.loop_warnings += 1
                 emit(
                     "agent.loop_detected",
                     agent=self.name,
@@ -391,7 +401,7 @@ class Agent:
                 state.messages.append(
                     _tool_message(
                         call,
-                        f"Loop detected: you called {call.name} with exactly these arguments in the previous "
+                        f"{LOOP_WARNING} you called {call.name} with exactly these arguments in the previous "
                         "step. Repeating it will not give new information. Change course: use different "
                         "arguments, another tool, or give your answer.",
                     )
@@ -514,7 +524,7 @@ class Agent:
         last_tool_messages = [
             m for m in state.messages[-len(state.last_tool_names) or None :] if m.role == "tool"
         ]
-        if any(m.content.startswith("Loop detected") for m in last_tool_messages):
+        if any(m.content.startswith(LOOP_WARNING) for m in last_tool_messages):
             issues.append("a call repeated the previous step exactly")
         verdict = "revise" if issues else "on_track"
         emit(
@@ -574,6 +584,16 @@ def _tool_message(call: ToolCall, content: str) -> Message:
 
 def _call_key(call: ToolCall) -> str:
     return call.name + ":" + json.dumps(call.arguments, sort_keys=True, default=str)
+
+
+def _warned_this_turn(messages: list[Message]) -> bool:
+    """Whether a call of the latest assistant turn was already answered with a loop warning."""
+    for message in reversed(messages):
+        if message.role == "assistant":
+            return False
+        if message.role == "tool" and message.content.startswith(LOOP_WARNING):
+            return True
+    return False
 
 
 def _pending_tool_calls(messages: list[Message]) -> list[ToolCall]:

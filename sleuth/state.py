@@ -36,6 +36,7 @@ class LoopState(BaseModel):
     structured_output: dict[str, Any] | None = None
     elapsed_seconds: float = 0.0
     loop_warnings: int = 0
+    """Consecutive turns that repeated the previous turn's calls (a turn repeating nothing resets it)."""
     repair_attempts: int = 0
     nudges: int = 0
     plan: str = ""

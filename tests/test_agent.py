@@ -182,8 +182,39 @@ def test_a_warned_agent_that_changes_course_goes_on() -> None:
     result = Agent(model, tools=[search]).run_sync("loop once")
     model.assert_complete()
     assert result.stop_reason == "completed"
-    assert result.state.loop_warnings == 1
     assert [e.arguments["query"] for e in result.evidence] == ["crm", "crm market share"]
+    assert [m for m in model.calls[2].messages if m.role == "tool"][-1].content.startswith(
+        "Loop detected"
+    )
+
+
+def test_a_repeated_batch_of_parallel_calls_is_one_warning_not_a_stop() -> None:
+    batch = tool_calls(("lookup", {"name": "a"}), ("lookup", {"name": "b"}))
+    model = ScriptedModel([batch, batch.model_copy(deep=True), text("a and b are fine.")])
+    result = Agent(model, tools=[lookup]).run_sync("check a and b")
+    model.assert_complete()
+    assert result.stop_reason == "completed"
+    warnings = [m.content for m in model.calls[2].messages if m.role == "tool"][-2:]
+    assert all(w.startswith("Loop detected") for w in warnings)
+    assert dict(invocations) == {"lookup:a": 1, "lookup:b": 1}
+
+
+def test_a_later_separate_loop_gets_its_own_warning() -> None:
+    model = ScriptedModel(
+        [
+            tool_call("search", query="a"),
+            tool_call("search", query="a"),
+            tool_call("search", query="b"),
+            tool_call("search", query="c"),
+            tool_call("search", query="c"),
+            tool_call("search", query="d"),
+            text("done"),
+        ]
+    )
+    result = Agent(model, tools=[search]).run_sync("q")
+    model.assert_complete()
+    assert result.stop_reason == "completed"
+    assert [e.arguments["query"] for e in result.evidence] == ["a", "b", "c", "d"]
 
 
 def test_an_invalid_final_answer_is_sent_back_with_the_error_a_bounded_number_of_times() -> None:
