@@ -65,8 +65,10 @@ class ScanActivities:
     async def list_page(self, request: ListPageInput) -> ListPageOutput:
         """List one page and drop the items that already have a row under the scan id."""
         provider = self._provider(request.provider)
-        # Fail the whole scan at once on an unknown research name, not once per item.
-        self.app.get_research(request.research)
+        # Fail the whole scan at once on an unknown research name, not once per item (checked by
+        # name: building the config here would load its model in the listing step).
+        if request.research not in self.app.research_names:
+            raise UnknownNameError("research config", request.research, self.app.research_names)
         items, next_cursor = await asyncio.to_thread(
             provider.list_page, request.cursor, request.page_size
         )
