@@ -58,10 +58,19 @@ class EventBus:
         for queue in list(self._queues.get(rid, ())):
             queue.put_nowait(event)
 
-    async def subscribe(self, run_id: str) -> AsyncIterator[Event]:
-        """Iterate the run's events until `close_stream(run_id)`."""
+    def subscribe(self, run_id: str) -> AsyncIterator[Event]:
+        """Iterate the run's events until `close_stream(run_id)`.
+
+        The subscription starts when this is called, not at the first iteration, so a caller can
+        subscribe, start the run, and only then hand the iterator to a consumer task.
+        """
         queue: asyncio.Queue[Event | _Closed] = asyncio.Queue()
         self._queues[run_id].append(queue)
+        return self._drain(run_id, queue)
+
+    async def _drain(
+        self, run_id: str, queue: asyncio.Queue[Event | _Closed]
+    ) -> AsyncIterator[Event]:
         try:
             while True:
                 item = await queue.get()

@@ -17,17 +17,13 @@ def search(query: str) -> str:
 
 
 async def subscribed(run_id: str) -> asyncio.Task[list[Event]]:
-    """Start collecting the run's events; returns once the subscription is registered."""
-    bus = get_event_bus()
-    before = bus.subscriber_count(run_id)
+    """A task collecting the run's events; the subscription is live when this returns."""
+    stream = get_event_bus().subscribe(run_id)
 
     async def collect() -> list[Event]:
-        return [event async for event in bus.subscribe(run_id)]
+        return [event async for event in stream]
 
-    task = asyncio.create_task(collect())
-    while bus.subscriber_count(run_id) == before:
-        await asyncio.sleep(0)
-    return task
+    return asyncio.create_task(collect())
 
 
 async def test_run_context_scopes_a_run_id() -> None:
@@ -56,6 +52,17 @@ async def test_subscribers_get_their_runs_events_until_close_stream() -> None:
     ]
     assert [e.event_type for e in two] == ["custom.one", "custom.two"]
     assert other != rid
+    assert bus.subscriber_count(rid) == 0
+
+
+async def test_a_subscription_starts_when_subscribe_is_called() -> None:
+    bus = get_event_bus()
+    async with run_context() as rid:
+        stream = bus.subscribe(rid)
+        assert bus.subscriber_count(rid) == 1
+        emit("custom.before_iteration")
+        await bus.close_stream(rid)
+    assert [event.event_type async for event in stream] == ["custom.before_iteration"]
     assert bus.subscriber_count(rid) == 0
 
 
