@@ -278,7 +278,6 @@ class OpenSearchRowSink:
             index=self.index,
             id=self._doc_id(record.scan_id, record.item_id),
             body=record.model_dump(mode="json"),
-            refresh="wait_for",
         )
 
     def done_ids(self, scan_id: str, item_ids: Iterable[str]) -> set[str]:
@@ -297,6 +296,9 @@ class OpenSearchRowSink:
 
     def records(self, scan_id: str) -> list[RowRecord]:
         self._ensure_index()
+        # Writes do not wait for a refresh (that would cost up to a second per row); searches
+        # need one to see them. `done_ids` reads by id, which is real-time without it.
+        self.client.indices.refresh(index=self.index)
         records: list[RowRecord] = []
         search_after: list[Any] | None = None
         while True:
