@@ -71,9 +71,13 @@ class App:
         return spec
 
     def agent(self, name: str, factory: Callable[[], Any] | Any) -> Any:
-        """Register an agent factory (a callable returning a fresh agent for each run)."""
+        """Register an agent factory (a callable returning a fresh agent for each run; a class
+        counts as one). An agent instance is shared by every run."""
+        is_factory = isinstance(factory, type) or (
+            callable(factory) and not hasattr(factory, "arun")
+        )
         self._agents[_check_name("agent", name, self._agents)] = (
-            factory if callable(factory) and not hasattr(factory, "arun") else (lambda: factory)
+            factory if is_factory else (lambda: factory)
         )
         return factory
 
