@@ -10,6 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.scan_models import ScanOutcome
@@ -18,6 +19,7 @@ from workers.session import workflow_pollers
 from workers.worker import build_worker
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # runs the CLI in subprocesses
 
 
 def sleuth(env: WorkflowEnvironment, *args: str) -> subprocess.CompletedProcess[str]:

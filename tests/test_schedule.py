@@ -11,6 +11,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleOverlapPolicy
 from temporalio.testing import WorkflowEnvironment
 
@@ -21,6 +22,7 @@ from workers.binaries import temporal_cli
 from workers.worker import build_worker
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # runs the CLI in subprocesses
 
 
 def cli_env(client: Client) -> dict[str, str]:
