@@ -261,6 +261,16 @@ class LocalModel:
         """Fetch (if allowed) and load the weights now instead of on the first request."""
         self._engine.executor.submit(self._engine.load).result()
 
+    def clear_prompt_cache(self) -> None:
+        """Forget the cached prompt, so the next request evaluates its whole prompt (benchmarks)."""
+
+        def clear() -> None:
+            with self._engine.lock:
+                if self._engine.llm is not None:
+                    self._engine.llm.reset()
+
+        self._engine.executor.submit(clear).result()
+
     async def request(
         self,
         messages: list[Message],
