@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "emit": "sleuth.events",
     "Event": "sleuth.events",
     "ScriptedModel": "sleuth.models",
+    "LocalModel": "sleuth.models.local",
     "resolve": "sleuth.models",
     "Model": "sleuth.models",
     "RetryableModelError": "sleuth.models",

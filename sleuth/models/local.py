@@ -304,7 +304,10 @@ class LocalModel:
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
+            # The thread cannot be interrupted, but decoding stops at the next token; nobody
+            # awaits its outcome any more, so collect it here instead of leaving it unretrieved.
             cancelled.set()
+            future.add_done_callback(lambda done: done.cancelled() or done.exception())
             raise
 
     # -- on the engine thread ------------------------------------------------------------------
