@@ -30,7 +30,14 @@ def task_queue() -> str:
 
 
 def web_ui_url() -> str:
-    return os.environ.get("SLEUTH_WEB_UI") or "http://localhost:8233"
+    """`$SLEUTH_WEB_UI`; else, for a local Temporal, the dev server's UI port (gRPC port + 1000)."""
+    explicit = os.environ.get("SLEUTH_WEB_UI")
+    if explicit:
+        return explicit
+    host, _, port = temporal_address().rpartition(":")
+    if host in ("localhost", "127.0.0.1") and port.isdigit():
+        return f"http://localhost:{int(port) + 1000}"
+    return "http://localhost:8233"
 
 
 def workflow_link(workflow_id: str, run_id: str | None = None, namespace: str | None = None) -> str:

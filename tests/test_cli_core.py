@@ -15,6 +15,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 import workers.worker
+from sleuth.config import web_ui_url, workflow_link
 from tests.apps.ping_app import PingWorkflow
 from workers.cli import COMMAND_MODULES, build_parser
 from workers.session import open_session, workflow_pollers
@@ -143,3 +144,15 @@ def test_sleuth_worker_with_a_bad_app_says_what_to_fix() -> None:
     )
     assert result.returncode == 1
     assert "cannot import 'no_such_module_here'" in result.stderr
+
+
+def test_web_ui_links_follow_a_local_temporal_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLEUTH_WEB_UI", raising=False)
+    monkeypatch.delenv("TEMPORAL_ADDRESS", raising=False)
+    assert web_ui_url() == "http://localhost:8233"
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "localhost:17233")
+    assert workflow_link("wf-1") == "http://localhost:18233/namespaces/default/workflows/wf-1"
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "temporal.internal:7233")
+    assert web_ui_url() == "http://localhost:8233"
+    monkeypatch.setenv("SLEUTH_WEB_UI", "https://temporal.example.com")
+    assert web_ui_url() == "https://temporal.example.com"
