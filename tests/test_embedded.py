@@ -104,6 +104,32 @@ async def test_ensure_temporal_starts_the_embedded_server_once_then_reuses_it(
     assert (sleuth_home / "temporal.sqlite").stat().st_size > 0
 
 
+async def test_sleuth_server_background_starts_a_detached_server_that_commands_reuse(
+    embedded_port: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    started = subprocess.run(
+        sleuth_command("server", "--background", "--in-memory"),
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, started.stderr
+    record = read_background_server()
+    assert record is not None and f"(pid {record.pid})" in started.stdout
+    assert f"gRPC    localhost:{embedded_port}" in started.stdout
+    assert record.database is None
+
+    assert await ensure_temporal() == f"localhost:{embedded_port}"
+    assert "started the embedded server" not in capfd.readouterr().err
+
+    again = subprocess.run(
+        sleuth_command("server", "--background"), env=cli_env(), capture_output=True, text=True
+    )
+    assert again.returncode == 0 and "already running" in again.stdout
+    assert read_background_server() == record
+
+
 async def test_ensure_temporal_uses_a_server_that_answers_without_starting_one(
     dev_env: WorkflowEnvironment, capfd: pytest.CaptureFixture[str]
 ) -> None:

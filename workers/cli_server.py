@@ -16,9 +16,11 @@ from workers.embedded import (
     STARTUP_TIMEOUT_SECONDS,
     ServerSettings,
     embedded_address,
+    lock_data_directory,
     port_open,
     read_background_server,
     split_address,
+    start_background_server,
     stop_background_server,
     temporal_answers,
 )
@@ -50,6 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--status", action="store_true", help="show the background server and whether it answers"
     )
     action.add_argument("--stop", action="store_true", help="stop the background server")
+    action.add_argument(
+        "--background",
+        action="store_true",
+        help="start the server detached from this terminal (stop it with --stop)",
+    )
     parser.set_defaults(func=run_server_command)
 
 
@@ -66,6 +73,8 @@ def run_server_command(args: argparse.Namespace) -> int:
         db_file=args.db_file,
         in_memory=args.in_memory,
     )
+    if args.background:
+        return _start_background(settings)
     return run_foreground(settings)
 
 
@@ -159,6 +168,29 @@ def _status() -> int:
     print(f"  gRPC    {record.address} ({'answers' if answers else 'not answering yet'})")
     print(f"  Web UI  {record.ui_url}")
     print(f"  data    {record.database or 'in memory'}")
+    print(f"  log     {record.log_file}")
+    print("Stop it with `sleuth server --stop`.")
+    return 0
+
+
+def _start_background(settings: ServerSettings) -> int:
+    with lock_data_directory():
+        running = read_background_server()
+        if running is not None:
+            print(f"The background embedded server is already running (pid {running.pid}).")
+            return 0
+        if port_open("127.0.0.1", settings.port):
+            print(
+                f"sleuth: port {settings.port} is already in use — is a server running? "
+                f"Check with `sleuth server --status`, or pick another port with --port.",
+                file=sys.stderr,
+            )
+            return 1
+        record = asyncio.run(start_background_server(settings))
+    print(f"Started the embedded Temporal server in the background (pid {record.pid})")
+    print(f"  gRPC    {record.address}")
+    print(f"  Web UI  {record.ui_url}")
+    print(f"  data    {record.database or 'in memory (lost on stop)'}")
     print(f"  log     {record.log_file}")
     print("Stop it with `sleuth server --stop`.")
     return 0

@@ -201,8 +201,8 @@ def _is_temporal_process(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def _start_lock() -> Iterator[None]:
-    # Two commands launched at once must not both start a server on the same port.
+def lock_data_directory() -> Iterator[None]:
+    """Hold the data directory's lock: two commands must not both start a server at once."""
     with open(sleuth_home() / "temporal.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -324,7 +324,7 @@ async def ensure_temporal(address: str | None = None) -> str:
             f"that TEMPORAL_ADDRESS is right, or unset TEMPORAL_ADDRESS to use the embedded "
             f"server at {embedded_address()}"
         )
-    with _start_lock():
+    with lock_data_directory():
         # Another command may have started it while this one waited for the lock.
         if await temporal_answers(address):
             return address
