@@ -132,14 +132,15 @@ class _Engine:
         self.template: Any = None
         self.eos_text = ""
 
-    def load(self) -> None:
-        """Make sure the weights are there and load them (runs on the engine thread)."""
+    def load(self, pull: bool) -> None:
+        """Make sure the weights are there (pulling a missing catalogue model if `pull`) and load
+        them; runs on the engine thread."""
         if self.llm is not None:
             return
         import llama_cpp
 
         if isinstance(self.source, weights.KnownModel):
-            path = self._catalogue_weights(self.source)
+            path = self._catalogue_weights(self.source, pull)
         else:
             path = self.source
             weights.check_header(path)
@@ -150,7 +151,6 @@ class _Engine:
                 n_ctx=self.settings.n_ctx,
                 n_threads=self.settings.n_threads,
                 n_threads_batch=self.settings.n_threads,
-                seed=self.settings.seed,
                 verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
@@ -164,9 +164,9 @@ class _Engine:
         self.llm = llm
         log.info("local_model.loaded", path=str(path), seconds=round(time.monotonic() - started, 2))
 
-    def _catalogue_weights(self, model: weights.KnownModel) -> Path:
+    def _catalogue_weights(self, model: weights.KnownModel, pull: bool) -> Path:
         state, _ = weights.status(model)
-        if state == "not downloaded" and self.settings.pull:
+        if state == "not downloaded" and pull:
             log.info("local_model.pulling", model=model.name, bytes=model.size)
             return weights.pull(
                 model, progress=lambda line: log.info("local_model.pull", step=line)
@@ -176,10 +176,10 @@ class _Engine:
 
 @dataclass(frozen=True)
 class _Settings:
+    """What a llama.cpp instance is built with; models that agree on these share one."""
+
     n_ctx: int
     n_threads: int
-    seed: int
-    pull: bool
 
 
 _engines: dict[tuple[str, _Settings], _Engine] = {}
@@ -232,16 +232,13 @@ class LocalModel:
         )
         self.temperature = local_temperature
         self.tool_first = local_tool_first
+        self.seed = local_seed
+        self.pull = local_pull
         self.max_output_tokens = local_max_output_tokens
         self.last_stats = LocalRequestStats()
         self._engine = _engine_for(
             source,
-            _Settings(
-                n_ctx=local_n_ctx,
-                n_threads=local_n_threads or os.cpu_count() or 1,
-                seed=local_seed,
-                pull=local_pull,
-            ),
+            _Settings(n_ctx=local_n_ctx, n_threads=local_n_threads or os.cpu_count() or 1),
         )
 
     @classmethod
@@ -259,7 +256,7 @@ class LocalModel:
 
     def prepare(self) -> None:
         """Fetch (if allowed) and load the weights now instead of on the first request."""
-        self._engine.executor.submit(self._engine.load).result()
+        self._engine.executor.submit(self._engine.load, self.pull).result()
 
     def clear_prompt_cache(self) -> None:
         """Forget the cached prompt, so the next request evaluates its whole prompt (benchmarks)."""
@@ -323,7 +320,7 @@ class LocalModel:
     ) -> ModelResponse:
         engine = self._engine
         with engine.lock:
-            engine.load()
+            engine.load(self.pull)
             prompt = engine.template.render(
                 messages=[_template_message(m) for m in messages],
                 tools=[_template_tool(t) for t in tools] or None,
@@ -418,6 +415,7 @@ class LocalModel:
             tokens,
             max_tokens=min(max_output_tokens, room),
             temperature=self.temperature,
+            seed=self.seed,
             stop=stops or None,
             grammar=grammar,
             stopping_criteria=llama_cpp.StoppingCriteriaList([stop]),
