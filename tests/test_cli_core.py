@@ -111,6 +111,9 @@ async def test_sleuth_worker_polls_until_sigterm_then_stops_cleanly(
             await asyncio.sleep(0.2)
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=60)
+        # The server still lists the stopped worker's poller, but its process is gone: the next
+        # command must start its own worker rather than wait for this one.
+        assert await workflow_pollers(dev_env.client, task_queue) == 0
     finally:
         if process.poll() is None:
             process.kill()

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -65,8 +66,28 @@ async def workflow_pollers(client: Client, task_queue: str) -> int:
     return sum(
         1
         for poller in response.pollers
-        if not poller.HasField("last_access_time") or poller.last_access_time.seconds >= cutoff
+        if (not poller.HasField("last_access_time") or poller.last_access_time.seconds >= cutoff)
+        and not poller_process_gone(poller.identity)
     )
+
+
+def poller_process_gone(identity: str) -> bool:
+    """True when a poller's identity names a process on this machine that no longer runs.
+
+    Workers identify as `pid@hostname` by default. The server keeps listing a stopped worker for
+    a while; without this check a command started right after another one's in-process worker
+    exited would wait for a worker that is gone.
+    """
+    pid_text, separator, host = identity.partition("@")
+    if not separator or host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def resolve_task_queue(explicit: str | None, app: App | None) -> str:
