@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sleuth.models import Message, OutputSchema, ToolSpec
-from sleuth.models.local import _awaiting_first_action, _grammar, _parse_tool_calls
+from sleuth.models import Message, NonRetryableModelError, OutputSchema, ToolSpec
+from sleuth.models.local import (
+    _awaiting_first_action,
+    _default_threads,
+    _grammar,
+    _parse_tool_calls,
+)
 
 LOOKUP = ToolSpec(
     name="lookup",
@@ -104,3 +109,13 @@ def test_grammars_combine_calls_and_answer_schemas_with_shared_definitions() -> 
 
     assert grammar is not None
     assert "<tool_call>" in grammar._grammar  # the call alternative is there
+
+
+def test_thread_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLEUTH_LOCAL_THREADS", "1")
+    assert _default_threads() == 1
+    monkeypatch.setenv("SLEUTH_LOCAL_THREADS", "many")
+    with pytest.raises(NonRetryableModelError, match="SLEUTH_LOCAL_THREADS"):
+        _default_threads()
+    monkeypatch.delenv("SLEUTH_LOCAL_THREADS")
+    assert _default_threads() >= 1

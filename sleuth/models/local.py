@@ -214,7 +214,9 @@ class LocalModel:
         """Settings (all optional):
 
         - `local_n_ctx`: context window in tokens (prompt + answer); memory grows with it.
-        - `local_n_threads`: CPU threads for llama.cpp; default all cores.
+        - `local_n_threads`: CPU threads for llama.cpp; default `$SLEUTH_LOCAL_THREADS`, else all
+          cores. llama.cpp's threads spin while they wait for each other, so on a machine where
+          other processes keep a core busy, fewer threads than cores is much faster.
         - `local_temperature`: 0 (default) decodes greedily, so runs repeat exactly.
         - `local_seed`: sampling seed when the temperature is above 0.
         - `local_max_output_tokens`: answer length cap when a request sets none.
@@ -238,7 +240,7 @@ class LocalModel:
         self.last_stats = LocalRequestStats()
         self._engine = _engine_for(
             source,
-            _Settings(n_ctx=local_n_ctx, n_threads=local_n_threads or os.cpu_count() or 1),
+            _Settings(n_ctx=local_n_ctx, n_threads=local_n_threads or _default_threads()),
         )
 
     @classmethod
@@ -436,6 +438,21 @@ class LocalModel:
             total_seconds=finished - started,
         )
         return choice["text"], choice.get("finish_reason") or "stop", usage
+
+
+def _default_threads() -> int:
+    configured = os.environ.get("SLEUTH_LOCAL_THREADS", "").strip()
+    if configured:
+        try:
+            threads = int(configured)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise NonRetryableModelError(
+                f"SLEUTH_LOCAL_THREADS={configured!r} is not a positive number of threads"
+            )
+        return threads
+    return os.cpu_count() or 1
 
 
 def _require_llama_cpp() -> None:
