@@ -6,78 +6,38 @@ The agent's conversation, evidence and layer state (files, todos) live in the ar
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from temporalio.common import RetryPolicy
 
+from activities.policy import ActivitySettings
 from sleuth.models.base import Usage
 
 StepKind = Literal["model", "tool", "subagent"]
 STEP_KINDS: tuple[str, ...] = ("model", "tool", "subagent")
 
 
-class StepRetry(BaseModel):
-    """How Temporal retries one kind of step."""
-
-    initial_interval_seconds: float = 1.0
-    """Wait before the first retry."""
-    backoff_coefficient: float = 2.0
-    """Each further wait is the previous one times this."""
-    maximum_interval_seconds: float = 60.0
-    """Waits never grow beyond this."""
-    maximum_attempts: int = 5
-    """Attempts in total, the first included (0 = no limit)."""
-
-    def policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            initial_interval=timedelta(seconds=self.initial_interval_seconds),
-            backoff_coefficient=self.backoff_coefficient,
-            maximum_interval=timedelta(seconds=self.maximum_interval_seconds),
-            maximum_attempts=self.maximum_attempts,
-        )
+def _step_defaults() -> ActivitySettings:
+    return ActivitySettings(heartbeat_seconds=60.0)
 
 
-class StepSettings(BaseModel):
-    """Timeouts and retries of one kind of step."""
-
-    start_to_close_seconds: float = 600.0
-    """Longest one attempt may run."""
-    heartbeat_seconds: float | None = 60.0
-    """An attempt that has not heartbeaten for this long counts as lost (its worker died) and is
-    retried. Steps heartbeat on a timer at a third of this."""
-    retry: StepRetry = Field(default_factory=StepRetry)
-    """The retry policy."""
-
-    def activity_options(self) -> dict[str, Any]:
-        """Keyword arguments for `workflow.execute_activity`."""
-        return {
-            "start_to_close_timeout": timedelta(seconds=self.start_to_close_seconds),
-            "heartbeat_timeout": (
-                timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
-            ),
-            "retry_policy": self.retry.policy(),
-        }
-
-
-def _subagent_defaults() -> StepSettings:
-    return StepSettings(start_to_close_seconds=3600.0)
+def _subagent_defaults() -> ActivitySettings:
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=60.0)
 
 
 class AgentStepConfig(BaseModel):
     """Timeouts and retry policy of each kind of `AgentWorkflow` step. Override per run with
     `AgentRequest.steps`, e.g. `{"subagent": {"heartbeat_seconds": 10}}`."""
 
-    model: StepSettings = Field(default_factory=StepSettings)
+    model: ActivitySettings = Field(default_factory=_step_defaults)
     """One model turn (plus the grounding judge or a summarisation call when they are due)."""
-    tool: StepSettings = Field(default_factory=StepSettings)
+    tool: ActivitySettings = Field(default_factory=_step_defaults)
     """One tool call."""
-    subagent: StepSettings = Field(default_factory=_subagent_defaults)
+    subagent: ActivitySettings = Field(default_factory=_subagent_defaults)
     """One subagent dispatch: a whole child agent run, so it gets longer."""
 
-    def for_kind(self, kind: str) -> StepSettings:
-        settings: StepSettings = getattr(self, kind)
+    def for_kind(self, kind: str) -> ActivitySettings:
+        settings: ActivitySettings = getattr(self, kind)
         return settings
 
     @classmethod

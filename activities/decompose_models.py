@@ -6,73 +6,31 @@ ReAct loop's checkpoint goes to the artifact store and its heartbeat carries the
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
-from temporalio.common import RetryPolicy
 
+from activities.policy import ActivitySettings
 from sleuth.decompose import Budget, Spend, TaskNode
 
 
-class StepRetry(BaseModel):
-    """How Temporal retries one activity."""
-
-    initial_interval_seconds: float = 1.0
-    """Wait before the first retry."""
-    backoff_coefficient: float = 2.0
-    """Each further wait is the previous one times this."""
-    maximum_interval_seconds: float = 60.0
-    """Waits never grow beyond this."""
-    maximum_attempts: int = 5
-    """Attempts in total, the first included (0 = no limit)."""
-
-    def policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            initial_interval=timedelta(seconds=self.initial_interval_seconds),
-            backoff_coefficient=self.backoff_coefficient,
-            maximum_interval=timedelta(seconds=self.maximum_interval_seconds),
-            maximum_attempts=self.maximum_attempts,
-        )
-
-
-class StepSettings(BaseModel):
-    """Timeouts and retries of one kind of activity."""
-
-    start_to_close_seconds: float = 600.0
-    """Longest one attempt may run."""
-    heartbeat_seconds: float | None = None
-    """An attempt silent for this long counts as failed (its worker died) and is retried; None
-    for activities that do not heartbeat."""
-    retry: StepRetry = Field(default_factory=StepRetry)
-    """The retry policy."""
-
-    def activity_options(self) -> dict[str, Any]:
-        """Keyword arguments for `workflow.execute_activity`."""
-        return {
-            "start_to_close_timeout": timedelta(seconds=self.start_to_close_seconds),
-            "heartbeat_timeout": (
-                timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
-            ),
-            "retry_policy": self.retry.policy(),
-        }
-
-
-def _react_defaults() -> StepSettings:
-    return StepSettings(start_to_close_seconds=3600.0, heartbeat_seconds=120.0)
+def _react_defaults() -> ActivitySettings:
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=120.0)
 
 
 class DecomposeConfig(BaseModel):
     """Timeouts and retry policy of the decomposition activities; override per run with
     `DecomposeInput.config` (subtasks inherit the root's)."""
 
-    settings: StepSettings = Field(default_factory=lambda: StepSettings(start_to_close_seconds=60))
+    settings: ActivitySettings = Field(
+        default_factory=lambda: ActivitySettings(start_to_close_seconds=60)
+    )
     """Reading the agent's depth, fan-out and budget (no model call)."""
-    decide: StepSettings = Field(default_factory=StepSettings)
+    decide: ActivitySettings = Field(default_factory=ActivitySettings)
     """The one decision model call of a task below max depth."""
-    solve: StepSettings = Field(default_factory=_react_defaults)
+    solve: ActivitySettings = Field(default_factory=_react_defaults)
     """A leaf's ReAct loop: long, so it heartbeats a checkpoint and a retry resumes from it."""
-    synthesize: StepSettings = Field(default_factory=_react_defaults)
+    synthesize: ActivitySettings = Field(default_factory=_react_defaults)
     """The synthesis ReAct loop over the digest (heartbeats like `solve`)."""
 
 

@@ -10,23 +10,25 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from activities.decompose_models import StepSettings
+from activities.policy import ActivitySettings
 
 
-def _stage_defaults() -> StepSettings:
-    return StepSettings(start_to_close_seconds=3600.0, heartbeat_seconds=60.0)
+def _stage_defaults() -> ActivitySettings:
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=60.0)
 
 
 class PipelineConfig(BaseModel):
     """Timeouts and retry policy of the pipeline activities; override per run with
     `PipelineInput.config` (nested pipelines inherit it)."""
 
-    describe: StepSettings = Field(default_factory=lambda: StepSettings(start_to_close_seconds=60))
+    describe: ActivitySettings = Field(
+        default_factory=lambda: ActivitySettings(start_to_close_seconds=60)
+    )
     """Reading the pipeline's shape from the worker's App."""
-    stage: StepSettings = Field(default_factory=_stage_defaults)
+    stage: ActivitySettings = Field(default_factory=_stage_defaults)
     """One agent stage: a whole agent run, so it heartbeats while it works."""
-    condition: StepSettings = Field(
-        default_factory=lambda: StepSettings(start_to_close_seconds=300)
+    condition: ActivitySettings = Field(
+        default_factory=lambda: ActivitySettings(start_to_close_seconds=300)
     )
     """A LoopAgent's condition on the latest output."""
     heartbeat_every_seconds: float = 10.0

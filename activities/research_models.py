@@ -6,12 +6,11 @@ artifact store and activities pass its reference.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
-from temporalio.common import RetryPolicy
 
+from activities.policy import ActivitySettings, RetrySettings
 from sleuth.research import NODES, ResearchDigest
 
 FINAL_EVIDENCE_CHARS = 24_000
@@ -19,51 +18,8 @@ FINAL_EVIDENCE_CHARS = 24_000
 the artifact store under `ResearchOutcome.state_ref`."""
 
 
-class RetrySettings(BaseModel):
-    """How Temporal retries one node's activity."""
-
-    initial_interval_seconds: float = 1.0
-    """Wait before the first retry."""
-    backoff_coefficient: float = 2.0
-    """Each further wait is the previous one times this."""
-    maximum_interval_seconds: float = 60.0
-    """Waits never grow beyond this."""
-    maximum_attempts: int = 5
-    """Attempts in total, the first included (0 = no limit)."""
-
-    def policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            initial_interval=timedelta(seconds=self.initial_interval_seconds),
-            backoff_coefficient=self.backoff_coefficient,
-            maximum_interval=timedelta(seconds=self.maximum_interval_seconds),
-            maximum_attempts=self.maximum_attempts,
-        )
-
-
-class NodeSettings(BaseModel):
-    """Timeouts and retries of one node's activity."""
-
-    start_to_close_seconds: float = 600.0
-    """Longest one attempt may run (model calls on a slow local model included)."""
-    heartbeat_seconds: float | None = None
-    """An attempt that does not heartbeat for this long counts as failed (its worker died) and is
-    retried; None for nodes that do not heartbeat."""
-    retry: RetrySettings = Field(default_factory=RetrySettings)
-    """The retry policy."""
-
-    def activity_options(self) -> dict[str, Any]:
-        """Keyword arguments for `workflow.execute_activity*`."""
-        return {
-            "start_to_close_timeout": timedelta(seconds=self.start_to_close_seconds),
-            "heartbeat_timeout": (
-                timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
-            ),
-            "retry_policy": self.retry.policy(),
-        }
-
-
-def _execute_defaults() -> NodeSettings:
-    return NodeSettings(
+def _execute_defaults() -> ActivitySettings:
+    return ActivitySettings(
         start_to_close_seconds=3600.0,
         heartbeat_seconds=60.0,
         retry=RetrySettings(initial_interval_seconds=2.0, maximum_attempts=10),
@@ -74,21 +30,21 @@ class ResearchNodeConfig(BaseModel):
     """Timeouts and retry policy of every research node. Override per run with
     `ResearchRequest.nodes`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
 
-    execute: NodeSettings = Field(default_factory=_execute_defaults)
+    execute: ActivitySettings = Field(default_factory=_execute_defaults)
     """The agent tool loop: long, so it heartbeats a checkpoint and resumes from it on retry."""
-    causal_inference: NodeSettings = Field(default_factory=NodeSettings)
+    causal_inference: ActivitySettings = Field(default_factory=ActivitySettings)
     """One model call building the causal chain."""
-    summarize: NodeSettings = Field(default_factory=NodeSettings)
+    summarize: ActivitySettings = Field(default_factory=ActivitySettings)
     """One model call (two when the output must be repaired to fit the schema)."""
-    grounding_eval: NodeSettings = Field(default_factory=NodeSettings)
+    grounding_eval: ActivitySettings = Field(default_factory=ActivitySettings)
     """One judge call over all claims (none with lexical judging)."""
-    regenerate: NodeSettings = Field(default_factory=NodeSettings)
+    regenerate: ActivitySettings = Field(default_factory=ActivitySettings)
     """One model call rewriting the summary."""
-    replan: NodeSettings = Field(default_factory=NodeSettings)
+    replan: ActivitySettings = Field(default_factory=ActivitySettings)
     """One model call writing the focused prompt."""
 
-    def for_node(self, node: str) -> NodeSettings:
-        settings: NodeSettings = getattr(self, node)
+    def for_node(self, node: str) -> ActivitySettings:
+        settings: ActivitySettings = getattr(self, node)
         return settings
 
     @classmethod

@@ -9,8 +9,8 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.decompose_models import StepRetry, StepSettings
 from activities.pipeline_models import PipelineConfig, PipelineInput
+from activities.policy import ActivitySettings, RetrySettings
 from sleuth.app import App
 from sleuth.composition import LoopAgent, ParallelPipeline, SequentialPipeline, follow_up_prompt
 from sleuth.models import RetryableModelError
@@ -19,8 +19,8 @@ from workers.worker import build_worker
 from workflows import PipelineWorkflow
 
 FAST = PipelineConfig(
-    stage=StepSettings(
-        heartbeat_seconds=30, retry=StepRetry(initial_interval_seconds=0.1, maximum_attempts=3)
+    stage=ActivitySettings(
+        heartbeat_seconds=30, retry=RetrySettings(initial_interval_seconds=0.1, maximum_attempts=3)
     )
 )
 

@@ -10,7 +10,8 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.decompose_models import DecomposeConfig, DecomposeInput, StepRetry, StepSettings
+from activities.decompose_models import DecomposeConfig, DecomposeInput
+from activities.policy import ActivitySettings, RetrySettings
 from sleuth.app import App
 from sleuth.decompose import Budget, DeepDecomposer
 from sleuth.models import RetryableModelError
@@ -21,8 +22,8 @@ from workers.worker import build_worker
 from workflows import DecomposeWorkflow
 
 FAST_RETRY = DecomposeConfig(
-    solve=StepSettings(heartbeat_seconds=30, retry=StepRetry(initial_interval_seconds=0.1)),
-    decide=StepSettings(retry=StepRetry(initial_interval_seconds=0.1)),
+    solve=ActivitySettings(heartbeat_seconds=30, retry=RetrySettings(initial_interval_seconds=0.1)),
+    decide=ActivitySettings(retry=RetrySettings(initial_interval_seconds=0.1)),
 )
 
 
