@@ -23,6 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.research_models import ResearchRequest
 from sleuth import App, create_research_workflow, tool
 from sleuth.models import Message, OutputSchema, ToolSpec, resolve, weights
+from sleuth.models.local import LocalModel
 from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
 
@@ -255,3 +256,45 @@ async def test_a_tiny_durable_research_run_on_the_local_model(
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
     ]
     assert attempts and set(attempts) == {1}
+
+
+def _conversation(topic: str) -> list[Message]:
+    notes = " ".join(
+        f"Note {i}: {topic} figure {i * 7} was reported in quarter {i % 4 + 1}." for i in range(40)
+    )
+    return [
+        Message(role="system", content=f"You research {topic}. Background notes: {notes}"),
+        Message(role="user", content=f"Search for the latest {topic} figures."),
+    ]
+
+
+async def _second_turn_reuse(local: LocalModel) -> tuple[int, int]:
+    """Turn 1 of loop A, turn 1 of loop B, turn 2 of loop A: (A's first prompt, reused on A2)."""
+    first_a = _conversation("CRM revenue")
+    answer = await local.request(
+        first_a, tools=[SEARCH], tool_choice="search", max_output_tokens=40
+    )
+    a_prompt = local.last_stats.prompt_tokens
+    await local.request(
+        _conversation("cloud pricing"), tools=[SEARCH], tool_choice="search", max_output_tokens=40
+    )
+    second_a = [
+        *first_a,
+        Message(role="assistant", content=answer.text, tool_calls=answer.tool_calls),
+        Message(
+            role="tool", tool_call_id=answer.tool_calls[0].id, name="search", content="Up 12%."
+        ),
+    ]
+    await local.request(second_a, tools=[SEARCH], max_output_tokens=20)
+    return a_prompt, local.last_stats.reused_prompt_tokens
+
+
+async def test_interleaved_loops_keep_their_prefixes(model_name: str) -> None:
+    a_prompt, reused = await _second_turn_reuse(LocalModel.from_name(MODEL_NAME, local_pull=False))
+    assert reused >= a_prompt
+
+    # With no saved states, loop B's request evicts loop A's prefix.
+    a_prompt, reused = await _second_turn_reuse(
+        LocalModel.from_name(MODEL_NAME, local_pull=False, local_saved_prompts=0)
+    )
+    assert reused < a_prompt / 2

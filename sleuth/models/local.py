@@ -20,12 +20,14 @@ How requests map onto llama.cpp:
   activity heartbeats on it) stays free, and the model is never entered by two threads.
 - llama.cpp keeps the KV cache of the previous request and re-evaluates only the tokens after
   the longest common prefix. The template renders earlier turns identically, so each turn of a
-  tool loop pays only for its new messages (`last_stats.reused_prompt_tokens` shows it).
+  tool loop pays only for its new messages (`last_stats.reused_prompt_tokens` shows it). When
+  concurrent loops interleave, the engine saves and restores their caches (`switch_to`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import copy
 import json
 import os
@@ -33,6 +35,8 @@ import re
 import threading
 import time
 import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +61,9 @@ INSTALL_HINT = (
     '  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON '
     '-DGGML_BMI2=ON" pip install "sleuth[local]"'
 )
+SWITCH_TOKENS = 128
+"""Save or restore a KV cache only when that spares evaluating at least this many tokens (a
+save or restore costs about what evaluating ~100 tokens does)."""
 _TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 # ChatML with the Hermes-style tool protocol, for GGUF files that carry no chat template.
@@ -131,6 +138,34 @@ class _Engine:
         self.llm: Any = None
         self.template: Any = None
         self.eos_text = ""
+        self.saved: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+
+    def switch_to(self, tokens: list[int]) -> int:
+        """Prepare the KV cache for `tokens`; return how many leading tokens need no evaluation.
+
+        llama.cpp keeps one sequence. When this prompt shares little with it (another
+        conversation is interleaving), the live state is saved first, and a saved state that
+        shares more with this prompt is restored, so concurrent loops keep their prefixes.
+        """
+        llm = self.llm
+        live = llm._input_ids.tolist()
+        current = _common_prefix(live, tokens)
+        best_key, best = None, current
+        for key in self.saved:
+            shared = _common_prefix(key, tokens)
+            if shared > best:
+                best_key, best = key, shared
+        if self.settings.saved_prompts and len(live) - current >= SWITCH_TOKENS:
+            for key in [k for k in self.saved if _common_prefix(k, live) == len(k)]:
+                del self.saved[key]  # an earlier turn of the conversation being saved
+            self.saved[tuple(live)] = llm.save_state()
+            while len(self.saved) > self.settings.saved_prompts:
+                self.saved.popitem(last=False)
+        if best_key is not None and best - current >= SWITCH_TOKENS:
+            llm.load_state(self.saved[best_key])
+            self.saved.move_to_end(best_key)
+            return best
+        return current
 
     def load(self, pull: bool) -> None:
         """Make sure the weights are there (pulling a missing catalogue model if `pull`) and load
@@ -180,10 +215,23 @@ class _Settings:
 
     n_ctx: int
     n_threads: int
+    saved_prompts: int
 
 
 _engines: dict[tuple[str, _Settings], _Engine] = {}
 _engines_lock = threading.Lock()
+
+
+@atexit.register
+def _close_engines() -> None:
+    # Free the models while llama_cpp's module globals still exist: freed later, during
+    # interpreter teardown, llama.cpp's destructor fails with a TypeError.
+    with _engines_lock:
+        for engine in _engines.values():
+            if engine.llm is not None:
+                engine.llm.close()
+                engine.llm = None
+        _engines.clear()
 
 
 def _engine_for(source: Path | weights.KnownModel, settings: _Settings) -> _Engine:
@@ -210,6 +258,7 @@ class LocalModel:
         local_max_output_tokens: int = 1024,
         local_pull: bool = True,
         local_tool_first: bool = True,
+        local_saved_prompts: int = 4,
     ) -> None:
         """Settings (all optional):
 
@@ -226,6 +275,9 @@ class LocalModel:
           user message must call a tool (default). Small models otherwise tend to answer from
           memory, or to describe a call in prose instead of making it; after the first tool
           result they choose freely between more calls and an answer.
+        - `local_saved_prompts`: how many other conversations' KV caches to keep in memory (tens
+          of MB each), so interleaved requests from concurrent loops still reuse their prefixes;
+          0 keeps only the live one.
         """
         _require_llama_cpp()
         source = path if isinstance(path, weights.KnownModel) else Path(path).expanduser()
@@ -240,7 +292,11 @@ class LocalModel:
         self.last_stats = LocalRequestStats()
         self._engine = _engine_for(
             source,
-            _Settings(n_ctx=local_n_ctx, n_threads=local_n_threads or _default_threads()),
+            _Settings(
+                n_ctx=local_n_ctx,
+                n_threads=local_n_threads or _default_threads(),
+                saved_prompts=local_saved_prompts,
+            ),
         )
 
     @classmethod
@@ -399,7 +455,7 @@ class LocalModel:
                 f"the prompt has {len(tokens)} tokens but the local model's context is "
                 f"{llm.n_ctx()}; raise local_n_ctx or shorten the conversation"
             )
-        reused = type(llm).longest_token_prefix(llm._input_ids.tolist(), tokens)
+        reused = self._engine.switch_to(tokens)
         started = time.monotonic()
         first_token_at: list[float] = []
 
@@ -438,6 +494,15 @@ class LocalModel:
             total_seconds=finished - started,
         )
         return choice["text"], choice.get("finish_reason") or "stop", usage
+
+
+def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:
+    shared = 0
+    for a, b in zip(left, right, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared
 
 
 def _default_threads() -> int:
