@@ -203,10 +203,13 @@ class _Engine:
         state, _ = weights.status(model)
         if state == "not downloaded" and pull:
             log.info("local_model.pulling", model=model.name, bytes=model.size)
-            return weights.pull(
-                model, progress=lambda line: log.info("local_model.pull", step=line)
-            )
+            return weights.pull(model, progress=_log_pull_step)
         return weights.ensure_ready(model)
+
+
+def _log_pull_step(line: str) -> None:
+    level = log.debug if line.startswith("  part") else log.info
+    level("local_model.pull", step=line.strip())
 
 
 @dataclass(frozen=True)
