@@ -118,3 +118,24 @@ async def test_app_datastore_gives_agents_a_search_tool(retriever: RAGRetriever)
     result = await agent.arun("What does with call?")
     [evidence] = result.state.evidence
     assert evidence.tool == "search_docs" and '"id": "a"' in evidence.output
+
+
+def test_identical_passages_under_two_sources_are_returned_once() -> None:
+    store = InMemoryVectorStore()
+    shared = "The with statement calls __exit__ with the exception type, value and traceback."
+    store.add(
+        [
+            Document(id="page-with#1", text=shared, source="with"),
+            Document(id="page-compound#7", text=shared, source="compound"),
+            Document(
+                id="page-try#1",
+                text="The try statement: finally clauses run on the way out of the exception.",
+                source="try",
+            ),
+        ]
+    )
+    chunks = RAGRetriever(store=store).retrieve("exit exception traceback", top_k=2)
+    assert len(chunks) == 2
+    assert len({chunk.text for chunk in chunks}) == 2
+    assert {chunk.source for chunk in chunks} & {"with", "compound"}
+    assert "try" in {chunk.source for chunk in chunks}

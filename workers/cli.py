@@ -14,6 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from sleuth.log import configure_logging
+
 COMMAND_MODULES: list[str] = [
     "workers.cli_server",
     "workers.cli_worker",
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
+    configure_logging()
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

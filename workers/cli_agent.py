@@ -14,7 +14,6 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from activities.agent_models import AgentOutcome, AgentProgress, AgentRequest
 from activities.errors import unwrap_cause
 from sleuth.config import workflow_link
-from sleuth.log import configure_logging
 from workers.session import add_session_arguments, open_session
 from workflows.agent import AgentWorkflow
 
@@ -42,7 +41,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 async def run_agent_command(args: argparse.Namespace) -> int:
     # Logs of the in-process worker go to stderr, so `--json` output stays parseable.
-    configure_logging()
     async with open_session(args.app, task_queue=args.task_queue) as session:
         if args.app is not None and args.name not in session.app.agent_names:
             registered = ", ".join(session.app.agent_names) or "none"

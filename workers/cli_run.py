@@ -25,7 +25,6 @@ from sleuth.app import App, load_app
 from sleuth.composition import PipelineResult
 from sleuth.config import workflow_link
 from sleuth.decompose import DeepDecomposer
-from sleuth.log import configure_logging
 from sleuth.yamlconfig import load_agents_into
 from workers.session import add_session_arguments, open_session
 from workflows.agent import AgentWorkflow
@@ -70,7 +69,6 @@ def workflow_kind(app: App, agent_id: str) -> str:
 
 
 async def run_command(args: argparse.Namespace) -> int:
-    configure_logging()
     app = load_app(args.app)
     if args.config is not None:
         if not args.config.is_file():

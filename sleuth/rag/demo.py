@@ -25,11 +25,12 @@ DEMO_DESCRIPTION = (
 )
 
 DEMO_QUESTION = (
-    "When the body of a `with` statement raises an exception, what does the context manager's "
-    "`__exit__` method receive, how can it suppress the exception, and how does this compare "
-    "with a `try`...`finally` statement?"
+    "When the body of a with statement raises an exception, what does the __exit__ method of "
+    "the context manager receive, how can it suppress the exception, and how does this compare "
+    "with a try/finally statement?"
 )
-"""Answering it takes several topics: the `with` statement, context managers, and `try`."""
+"""Answering it takes several topics: the `with` statement, context managers, and `try`.
+Plain text (no backticks, quotes or dollar signs) so it pastes into any shell in double quotes."""
 
 SOURCE_PREFIX = "python-docs/"
 

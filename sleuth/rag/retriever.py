@@ -44,12 +44,19 @@ class RAGRetriever:
         if not query or not query.strip() or not k or k <= 0:
             return []
         embedding = self.embedder.embed([query])[0] if self.embedder is not None else None
-        chunks = self.store.search(
-            query, embedding=embedding, top_k=k, where={**self.where, **(where or {})}
+        # Ask for a few more than k: identical passages stored under two sources (a section that
+        # is also its own page) are returned once, and should not crowd out other passages.
+        found = self.store.search(
+            query, embedding=embedding, top_k=k * 2, where={**self.where, **(where or {})}
         )
-        if floor is not None:
-            chunks = [chunk for chunk in chunks if chunk.score >= floor]
-        return chunks
+        chunks: list[RetrievedChunk] = []
+        seen_texts: set[str] = set()
+        for chunk in found:
+            if chunk.text in seen_texts or (floor is not None and chunk.score < floor):
+                continue
+            seen_texts.add(chunk.text)
+            chunks.append(chunk)
+        return chunks[:k]
 
     async def aretrieve(
         self,
