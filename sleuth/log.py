@@ -43,6 +43,14 @@ def configure_logging(*, json_format: bool | None = None, level: str | None = No
     logging.basicConfig(
         level=numeric_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    # The SDK's own INFO lines (worker start/stop, workflow log records with their context dicts)
+    # drown a command's output; they stay available with SLEUTH_TEMPORAL_LOG_LEVEL=INFO.
+    temporal_level = logging.getLevelName(
+        os.environ.get("SLEUTH_TEMPORAL_LOG_LEVEL", "WARNING").upper()
+    )
+    logging.getLogger("temporalio").setLevel(
+        temporal_level if isinstance(temporal_level, int) else logging.WARNING
+    )
     _configured = True
 
 

@@ -77,3 +77,35 @@ def test_environment_chooses_format_and_level() -> None:
         "research.detail",
         "research.slow",
     ]
+
+
+TEMPORAL_SCRIPT = """
+import logging
+from sleuth.log import configure_logging
+configure_logging()
+logging.getLogger("temporalio.workflow").info("node execute starts")
+logging.getLogger("temporalio.worker").warning("worker lost its connection")
+logging.getLogger("sleuth.cli").info("sleuth's own line")
+"""
+
+
+@pytest.mark.parametrize(
+    ("setting", "sdk_info_shown"), [(None, False), ("INFO", True)], ids=["default", "info"]
+)
+def test_temporal_sdk_info_lines_are_quiet_unless_asked_for(
+    setting: str | None, sdk_info_shown: bool
+) -> None:
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("SLEUTH_")}
+    if setting:
+        environment["SLEUTH_TEMPORAL_LOG_LEVEL"] = setting
+    result = subprocess.run(
+        [sys.executable, "-c", TEMPORAL_SCRIPT],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert ("node execute starts" in result.stderr) is sdk_info_shown
+    assert "worker lost its connection" in result.stderr
+    assert "sleuth's own line" in result.stderr
