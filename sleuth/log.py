@@ -37,7 +37,7 @@ def configure_logging(*, json_format: bool | None = None, level: str | None = No
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(
@@ -52,6 +52,24 @@ def configure_logging(*, json_format: bool | None = None, level: str | None = No
         temporal_level if isinstance(temporal_level, int) else logging.WARNING
     )
     _configured = True
+
+
+class _StderrLogger:
+    """Writes each line to whatever `sys.stderr` is at the time of the call.
+
+    Binding the stream once (as `PrintLoggerFactory(file=sys.stderr)` does) breaks when it is
+    swapped later — by a test's output capture, or a daemonised process — and a log line then
+    raises "I/O operation on closed file" inside whatever code logged it.
+    """
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
+
+
+def _stderr_logger(*_args: object) -> _StderrLogger:
+    return _StderrLogger()
 
 
 def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:

@@ -109,3 +109,31 @@ def test_temporal_sdk_info_lines_are_quiet_unless_asked_for(
     assert ("node execute starts" in result.stderr) is sdk_info_shown
     assert "worker lost its connection" in result.stderr
     assert "sleuth's own line" in result.stderr
+
+
+SWAPPED_STDERR_SCRIPT = """
+import io, sys
+from sleuth.log import configure_logging, get_logger
+configure_logging(json_format=True)
+log = get_logger("sleuth.test")
+original = sys.stderr
+sys.stderr = io.StringIO()
+log.info("first.stream")
+sys.stderr.close()  # what an output capture does when it ends
+sys.stderr = original
+log.info("after.swap")
+"""
+
+
+def test_logging_follows_a_swapped_stderr() -> None:
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("SLEUTH_")}
+    result = subprocess.run(
+        [sys.executable, "-c", SWAPPED_STDERR_SCRIPT],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "after.swap" in result.stderr
+    assert "first.stream" not in result.stderr
