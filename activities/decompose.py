@@ -7,7 +7,9 @@ checkpoint, and a retried attempt resumes from it: a completed tool call is not 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from temporalio import activity
@@ -47,16 +49,42 @@ def decomposer_for(app: App, name: str) -> DeepDecomposer:
     )
 
 
-def _checkpointing() -> tuple[LoopState | None, Callable[[LoopState], Awaitable[None] | None]]:
-    """The checkpoint a previous attempt heartbeated (if any), and the hook that heartbeats."""
+DEFAULT_HEARTBEAT_INTERVAL = 10.0
+
+
+@contextlib.asynccontextmanager
+async def _checkpointing() -> AsyncIterator[
+    tuple[LoopState | None, Callable[[LoopState], Awaitable[None] | None]]
+]:
+    """The checkpoint a previous attempt heartbeated (if any), and the hook that heartbeats.
+
+    While the block runs, a timer re-heartbeats the latest checkpoint reference, so one model
+    call or tool call longer than the heartbeat timeout does not get the attempt declared dead
+    (and a resumed attempt keeps its checkpoint in the details until it writes a newer one)."""
     store = default_artifact_store()
     details = activity.info().heartbeat_details
-    checkpoint = LoopState.model_validate(get_json(store, details[0])) if details else None
+    latest: list[str] = [str(details[0])] if details else []
+    checkpoint = LoopState.model_validate(get_json(store, latest[0])) if latest else None
 
     def save(state: LoopState) -> None:
-        activity.heartbeat(put_json(store, state))
+        latest[:] = [put_json(store, state)]
+        activity.heartbeat(*latest)
 
-    return checkpoint, save
+    timeout = activity.info().heartbeat_timeout
+    interval = timeout.total_seconds() / 3 if timeout else DEFAULT_HEARTBEAT_INTERVAL
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat(*latest)
+            await asyncio.sleep(interval)
+
+    beating = asyncio.create_task(beat())
+    try:
+        yield checkpoint, save
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
 
 
 class DecomposeActivities:
@@ -83,23 +111,23 @@ class DecomposeActivities:
     @mapped_errors
     async def solve(self, request: SolveInput) -> NodeOutcome:
         agent = decomposer_for(self.app, request.agent)
-        checkpoint, save = _checkpointing()
-        return await agent.solve(
-            request.task, request.allowance, checkpoint=checkpoint, on_checkpoint=save
-        )
+        async with _checkpointing() as (checkpoint, save):
+            return await agent.solve(
+                request.task, request.allowance, checkpoint=checkpoint, on_checkpoint=save
+            )
 
     @activity.defn(name="decompose.synthesize")
     @mapped_errors
     async def synthesize(self, request: SynthesizeInput) -> NodeOutcome:
         agent = decomposer_for(self.app, request.agent)
-        checkpoint, save = _checkpointing()
-        return await agent.synthesize(
-            request.task,
-            [(r.task, r.result) for r in request.results],
-            request.allowance,
-            checkpoint=checkpoint,
-            on_checkpoint=save,
-        )
+        async with _checkpointing() as (checkpoint, save):
+            return await agent.synthesize(
+                request.task,
+                [(r.task, r.result) for r in request.results],
+                request.allowance,
+                checkpoint=checkpoint,
+                on_checkpoint=save,
+            )
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.settings, self.decide, self.solve, self.synthesize]
