@@ -97,3 +97,17 @@ async def test_scan_without_follow_returns_at_once_and_says_where_rows_go(
         handle = dev_env.client.get_workflow_handle("scan-background", result_type=ScanOutcome)
         outcome = await handle.result()
     assert (outcome.items_total, outcome.rows_written) == (6, 6)
+
+
+async def test_scan_of_an_unknown_provider_says_which_providers_exist(
+    dev_env: WorkflowEnvironment, sleuth_home
+):
+    scanned = sleuth(
+        dev_env, "scan", "no-such-provider", "--app", "tests.apps.scan_app:app",
+        "--task-queue", str(uuid.uuid4()), "--follow",
+    )  # fmt: skip
+    assert scanned.returncode == 1, scanned.stderr
+    # One line naming the cause, not the SDK's bare "Workflow execution failed".
+    failed = [line for line in scanned.stderr.splitlines() if line.startswith("sleuth: scan ")]
+    assert failed and "unknown provider 'no-such-provider'; registered: numbers" in failed[0]
+    assert "Workflow execution failed" not in scanned.stderr

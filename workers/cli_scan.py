@@ -10,9 +10,10 @@ import time
 import uuid
 from typing import Any, TextIO
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from activities.errors import unwrap_cause
 from activities.scan_models import ScanOutcome, ScanProgress, ScanRequest
 from sleuth.app import load_app
 from sleuth.config import sleuth_home, workflow_link
@@ -103,7 +104,11 @@ async def run_scan_command(args: argparse.Namespace) -> int:
                 f"rows go to {sink_description(args.sink)}; print them with: sleuth rows {scan_id}"
             )
             return 0
-        outcome = await follow_scan(handle, sys.stderr)
+        try:
+            outcome = await follow_scan(handle, sys.stderr)
+        except WorkflowFailureError as exc:
+            print(f"sleuth: scan {scan_id!r} failed: {unwrap_cause(exc)}", file=sys.stderr)
+            return 1
     print_outcome(outcome, args.sink, sys.stdout)
     return 0
 
