@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from sleuth.agent import Agent
+from sleuth.agent import Agent, CheckpointHook, _active_state
 from sleuth.models import resolve
 from sleuth.models.base import Message, Model, Usage
 from sleuth.state import LoopState
@@ -182,6 +182,11 @@ class LoopGuard:
         self.agent: Agent | None = None
 
     def take_tool_call(self) -> bool:
+        state = _active_state.get()
+        if state is not None:
+            # A durable runner builds a fresh agent (and guard) for every step: the run's own
+            # state, not this guard's counter, says how many calls were made.
+            self.tool_calls = max(self.tool_calls, _tool_calls_in(state))
         if (
             self.allowance.max_tool_calls is not None
             and self.tool_calls >= self.allowance.max_tool_calls
@@ -192,7 +197,9 @@ class LoopGuard:
         return True
 
     async def before_request(self, messages: list[Message]) -> list[Message]:
-        left = self.allowance.minus(Spend.of(self.usage))
+        state = _active_state.get()
+        usage = state.usage if state is not None else self.usage
+        left = self.allowance.minus(Spend.of(usage))
         if left.max_input_tokens is not None and estimate_tokens(messages) > left.max_input_tokens:
             raise OutOfTokens
         caps = [c for c in (self.agent_output_cap, left.max_output_tokens) if c is not None]
@@ -232,10 +239,25 @@ class _AllowanceSpent(Condition):
         refused_last_turn = any(
             e.error == BUDGET_REFUSED for e in state.evidence if e.iteration == state.iterations
         )
+        refused = sum(1 for e in state.evidence if e.error == BUDGET_REFUSED)
+        self.guard.refused = max(self.guard.refused, refused)
         # One refusal tells the model to answer; a second means it will not, so stop here.
         if refused_last_turn and self.guard.refused > 1:
             return True, BUDGET_REFUSED
         return False, ""
+
+
+class _BudgetedAgent(Agent):
+    """An agent whose loop ends with `budget_exhausted` (and what is known) when its next
+    request would not fit, instead of raising `OutOfTokens` out of `arun` or a durable step."""
+
+    async def step(self, state: LoopState, on_checkpoint: CheckpointHook | None = None) -> None:
+        try:
+            await super().step(state, on_checkpoint)
+        except OutOfTokens:
+            state.finished, state.stop_reason = True, BUDGET_REFUSED
+            state.final_message = what_is_known(state)
+            await self._save(state, on_checkpoint)
 
 
 def _tool_calls_in(state: LoopState) -> int:
@@ -265,14 +287,18 @@ def budgeted_loop(
     max_output_tokens: int | None,
     name: str,
     checkpoint: LoopState | None = None,
+    end_when_out_of_tokens: bool = False,
 ) -> tuple[Agent, LoopGuard]:
+    """A ReAct loop held to `budget`. A request that would not fit raises `OutOfTokens` out of
+    the loop, unless `end_when_out_of_tokens`: then the loop ends with `budget_exhausted`."""
     guard = LoopGuard(
         budget,
         max_output_tokens,
         _tool_calls_in(checkpoint) if checkpoint else 0,
         checkpoint.usage if checkpoint else None,
     )
-    agent = Agent(
+    agent_class = _BudgetedAgent if end_when_out_of_tokens else Agent
+    agent = agent_class(
         model,
         [_MeteredTool(t, guard) for t in tools],
         system_prompt,
@@ -307,6 +333,7 @@ def budgeted_agent(
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
         name=name,
+        end_when_out_of_tokens=True,
     )
     return agent
 
