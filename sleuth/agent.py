@@ -609,8 +609,12 @@ def _pending_tool_calls(messages: list[Message]) -> list[ToolCall]:
 
 
 def _previous_turn_keys(messages: list[Message]) -> set[str]:
-    """(name, arguments) keys of the assistant turn before the latest one."""
-    assistant_turns = [m for m in messages if m.role == "assistant" and m.tool_calls]
+    """(name, arguments) keys of the assistant turn just before the latest one.
+
+    Only consecutive turns count: when the turn before was a plain answer (sent back by a submit
+    nudge, a schema repair or grounding), a call repeated from an earlier turn is not a loop.
+    """
+    assistant_turns = [m for m in messages if m.role == "assistant"]
     if len(assistant_turns) < 2:
         return set()
     return {_call_key(c) for c in assistant_turns[-2].tool_calls}

@@ -217,6 +217,32 @@ def test_a_later_separate_loop_gets_its_own_warning() -> None:
     assert [e.arguments["query"] for e in result.evidence] == ["a", "b", "c", "d"]
 
 
+def test_a_call_repeated_after_an_answer_turn_is_not_a_loop() -> None:
+    """Iterations 1 and 3 are not consecutive: the answer turn between them breaks the chain."""
+
+    @tool
+    def submit(answer: str) -> str:
+        """Submit the answer."""
+        return "accepted"
+
+    model = ScriptedModel(
+        [
+            tool_call("search", query="crm"),
+            text("CRM is growing."),  # not submitted: the agent is nudged to submit
+            tool_call("search", query="crm"),
+            tool_call("submit", answer="CRM is growing."),
+            text("submitted"),
+        ]
+    )
+    result = Agent(model, tools=[search, submit], submit_tool="submit").run_sync("q")
+    model.assert_complete()
+    assert result.stop_reason == "completed"
+    assert invocations["search:crm:1"] == 2
+    assert not any(
+        m.content.startswith("Loop detected") for m in result.state.messages if m.role == "tool"
+    )
+
+
 def test_an_invalid_final_answer_is_sent_back_with_the_error_a_bounded_number_of_times() -> None:
     model = ScriptedModel(
         [
