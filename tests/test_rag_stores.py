@@ -257,3 +257,37 @@ def test_opensearch_rejects_vectors_without_a_dimension(osmem_clone):
     store = OpenSearchVectorStore("novec", hosts=[osmem_clone.url])
     with pytest.raises(ValueError, match="without dimension"):
         store.add([CORPUS[0].model_copy(update={"embedding": [1.0]})])
+
+
+def test_opensearch_replace_source_that_fails_keeps_the_old_chunks(osmem_clone):
+    """A replacement the index cannot take (here: vectors without a vector field) must not leave
+    the source without chunks, nor with half of the new ones."""
+    store = OpenSearchVectorStore("keep", hosts=[osmem_clone.url])
+    store.add(CORPUS[:2])
+    replacement = [
+        Document(id="with-new-1", text="New text one.", source="with.md"),
+        Document(id="with-new-2", text="New text two.", source="with.md", embedding=[1.0]),
+    ]
+    with pytest.raises(ValueError, match="without dimension"):
+        store.replace_source("with.md", replacement)
+    assert sorted(d.id for d in store.get(["with-1", "with-2", "with-new-1", "with-new-2"])) == [
+        "with-1",
+        "with-2",
+    ]
+    assert store.count(where={"source": "with.md"}) == 2
+
+
+def test_opensearch_replace_source_swaps_and_removes_only_old_chunks(osmem_clone):
+    store = OpenSearchVectorStore("swap", hosts=[osmem_clone.url])
+    store.add(CORPUS)
+    store.replace_source(
+        "with.md",
+        [
+            Document(id="with-1", text="Kept id, new text.", source="with.md"),
+            Document(id="with-3", text="A new chunk.", source="with.md"),
+        ],
+    )
+    assert store.count(where={"source": "with.md"}) == 2
+    assert store.get(["with-1"])[0].text == "Kept id, new text."
+    assert store.get(["with-2"]) == []
+    assert store.count() == 4

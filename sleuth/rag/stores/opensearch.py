@@ -9,6 +9,7 @@ fusion), exactly as `SQLiteStore` does, so scores mean the same on both stores.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -141,6 +142,33 @@ class OpenSearchVectorStore(BaseVectorStore):
             raise RuntimeError(
                 f"OpenSearch rejected {len(errors)} of {len(actions)} chunks; first: {errors[0]}"
             )
+
+    def replace_source(self, source: str, documents: Sequence[Document]) -> None:
+        """Replace every chunk of `source`. OpenSearch has no transactions, so the new chunks are
+        written first and the old ones removed only after that succeeded; a write that fails is
+        taken back (chunks it overwrote are restored) and the old chunks stay in place."""
+        new_ids = [document.id for document in documents]
+        overwritten = self.get(new_ids) if new_ids else []
+        try:
+            self.add(documents)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                before = {document.id for document in overwritten}
+                added = [i for i in new_ids if i not in before]
+                if added:
+                    self.delete(added)
+                if overwritten:
+                    self.add(overwritten)
+            raise
+        query: dict[str, Any] = {"bool": {"filter": _filters({"source": source})}}
+        if new_ids:
+            query["bool"]["must_not"] = [{"ids": {"values": new_ids}}]
+        self.client.delete_by_query(
+            index=self.index,
+            body={"query": query},
+            refresh=self.refresh_writes,
+            conflicts="proceed",
+        )
 
     def delete(self, ids: Sequence[str] | None = None, *, where: Where | None = None) -> int:
         if ids is None and where is None:
