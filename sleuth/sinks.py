@@ -192,8 +192,13 @@ class JSONLRowSink:
     def put(self, record: RowRecord) -> None:
         line = (record.model_dump_json() + "\n").encode()
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                size = os.fstat(fd).st_size
+                # After a torn last line, start on a line of our own: glued to the fragment,
+                # this record would be unreadable, and so would the whole file.
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line
                 os.write(fd, line)
             finally:
                 os.close(fd)
@@ -204,10 +209,14 @@ class JSONLRowSink:
             return latest
         with self.path.open(encoding="utf-8") as handle:
             for line in handle:
-                # A writer killed mid-line leaves a torn last line; it never held a whole record.
+                # A writer killed mid-line leaves a torn line (the last one, or one that a later
+                # write put its own line after); it never held a whole record.
                 if not line.endswith("\n"):
                     continue
-                record = RowRecord.model_validate_json(line)
+                try:
+                    record = RowRecord.model_validate_json(line)
+                except ValueError:
+                    continue
                 if record.scan_id == scan_id:
                     latest[record.item_id] = record
         return latest

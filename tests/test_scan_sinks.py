@@ -84,6 +84,19 @@ def test_jsonl_ignores_a_torn_last_line(tmp_path):
     assert [r.item_id for r in sink.records("s")] == ["a"]
 
 
+def test_jsonl_write_after_a_torn_line_is_readable(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    sink = JSONLRowSink(path)
+    sink.put(ok_record("s", "a", "", {}))
+    with path.open("a") as handle:
+        handle.write('{"scan_id": "s", "item_id": "b", "sta')
+    sink.put(ok_record("s", "b", "", {"retried": True}))  # the item is retried after the crash
+    records = sink.records("s")
+    assert [r.item_id for r in records] == ["a", "b"]
+    assert records[1].data == {"retried": True}
+    assert sink.done_ids("s", ["a", "b"]) == {"a", "b"}
+
+
 def test_open_sink_specs(tmp_path, sleuth_home):
     assert open_sink(None).location == str(sleuth_home / "rows.sqlite")
     assert open_sink(f"sqlite://{tmp_path}/x.sqlite").location == f"{tmp_path}/x.sqlite"
