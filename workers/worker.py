@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -90,4 +91,8 @@ def build_worker(
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
+        # A workflow input that does not fit its model (a typo in `temporal workflow start
+        # --input`) fails the run with pydantic's message; otherwise the SDK fails the workflow
+        # *task* instead, and the server retries it forever.
+        workflow_failure_exception_types=[ValidationError],
     )
