@@ -114,6 +114,7 @@ _STOPWORDS = frozenset(
     ]
 )
 _WORD = re.compile(r"[a-z0-9][a-z0-9.\-%$]*[a-z0-9%]|[a-z0-9]", re.IGNORECASE)
+_CITATION = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -177,8 +178,12 @@ def content_words(text: str) -> set[str]:
 def lexical_verdict(
     claim: str, evidence: list[EvidenceItem], *, threshold: float = 0.6
 ) -> ClaimVerdict:
-    """Judge one claim by word overlap with its best-matching evidence item."""
-    words = content_words(claim)
+    """Judge one claim by word overlap with its best-matching evidence item.
+
+    Citation markers (`[3]`, `[1, 12]`) are not part of what the claim says: a summary cites
+    evidence numbers in brackets, and a `[12]` must not count as a number the evidence lacks.
+    """
+    words = content_words(_CITATION.sub(" ", claim))
     if not words:
         return ClaimVerdict(claim=claim, score=0.0, grounded=False, rationale="no content words")
     numbers = {w for w in words if any(ch.isdigit() for ch in w)}

@@ -59,6 +59,14 @@ def test_lexical_judge_needs_the_numbers_to_match_exactly() -> None:
     assert not wrong_number.grounded and wrong_number.evidence == []
 
 
+def test_lexical_judge_ignores_citation_markers() -> None:
+    """Summaries cite evidence as `[12]`; that number is a reference, not part of the claim."""
+    items = trail(*[f"filler result {n}" for n in range(1, 12)], MARKET)
+    for cited in ("[12]", "[1, 12]", "[11][12]"):
+        verdict = lexical_verdict(MARKET.rstrip(".") + f" {cited}.", items)
+        assert verdict.grounded and verdict.evidence == [12], cited
+
+
 def test_failed_tool_calls_are_not_evidence() -> None:
     evidence = trail(failed=MARKET)
     assert not lexical_verdict(
