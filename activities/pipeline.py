@@ -113,7 +113,15 @@ class PipelineActivities:
 
 
 async def _heartbeat(every_seconds: float) -> None:
-    """Heartbeat while a stage's agent works, so a dead worker is noticed within the timeout."""
+    """Heartbeat while a stage's agent works, so a dead worker is noticed within the timeout.
+
+    At least three times per heartbeat timeout, even when `every_seconds` is longer: a stage
+    whose timeout was set below it would otherwise be declared dead on every attempt."""
+    timeout = activity.info().heartbeat_timeout
+    interval = every_seconds
+    if timeout:
+        interval = min(interval, timeout.total_seconds() / 3)
+    interval = max(interval, 0.1)
     while True:
         activity.heartbeat()
-        await asyncio.sleep(every_seconds)
+        await asyncio.sleep(interval)
