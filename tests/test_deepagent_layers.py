@@ -136,6 +136,30 @@ async def test_subagent_tokens_spend_the_parent_budget() -> None:
     assert result.iterations == 1
 
 
+async def test_a_failed_subagent_still_charges_the_tokens_it_spent() -> None:
+    from sleuth.models.base import RetryableModelError
+
+    child = ScriptedModel(
+        [
+            tool_call("inspect_competitor", {"name": "acme"}, input_tokens=4000, output_tokens=100),
+            RetryableModelError("provider overloaded"),
+        ]
+    )
+    parent = ScriptedModel(
+        [
+            tool_call("task", subagent_type="competitor_analyst", description="go"),
+            text("I could not find out."),
+        ]
+    )
+    agent = create_deepagent(
+        model=parent, subagents=[competitor_def(child)], total_token_budget=1000, grounding=False
+    )
+    result = await agent.arun("research")
+    assert result.evidence[0].success is False  # the parent saw the failure as a tool error
+    assert result.usage.total_tokens >= 4100
+    assert result.stop_reason == "token_limit"
+
+
 async def test_subagent_nesting_is_bounded() -> None:
     grandchild = ScriptedModel([text("deep answer")])
     child = ScriptedModel(

@@ -16,6 +16,7 @@ from sleuth.agent import Agent, charge_usage
 from sleuth.events import emit
 from sleuth.models import resolve
 from sleuth.models.base import Model
+from sleuth.state import LoopState
 from sleuth.tools import Tool
 
 TASK_TOOL_NAME = "task"
@@ -102,11 +103,21 @@ class SubagentTool(Tool):
             depth=depth,
         )
         token = _depth.set(depth)
+        # The child ran with its own state; its tokens belong to whoever dispatched it, also
+        # when it fails part-way (its usage as of its last completed turn).
+        child_state: dict[str, LoopState] = {}
+
+        def track(state: LoopState) -> None:
+            child_state["latest"] = state
+
         try:
-            result = await self.build_child(definition).arun(description)
+            result = await self.build_child(definition).arun(description, on_checkpoint=track)
+        except Exception:
+            if "latest" in child_state:
+                charge_usage(child_state["latest"].usage)
+            raise
         finally:
             _depth.reset(token)
-        # The child ran with its own state; its tokens belong to whoever dispatched it.
         charge_usage(result.usage)
         emit(
             "deepagent.subagent.completed",
