@@ -27,6 +27,8 @@ from sleuth.state import EvidenceItem, LoopState
 from sleuth.termination import Condition, MaxIterations
 from sleuth.tools import Tool, ToolResult, as_tool
 
+REPAIR_PROMPT = "Your answer does not match the required schema:"
+"""How the message sending an invalid final answer back starts."""
 LOOP_WARNING = "Loop detected:"
 """How the tool result of a call that repeats the previous turn starts."""
 
@@ -336,10 +338,14 @@ class Agent:
         await self._save(state, hook)
 
     async def _request(self, state: LoopState) -> ModelResponse:
+        # Only the turn answering a repair prompt is a repair turn: a later turn (research asked
+        # for by grounding) gets the tools back.
         repairing = (
             state.repair_attempts > 0
             and self.output_schema is not None
             and self.submit_tool is None
+            and state.messages[-1].role == "user"
+            and state.messages[-1].content.startswith(REPAIR_PROMPT)
         )
         schema = (
             OutputSchema(
@@ -483,7 +489,7 @@ class Agent:
                 state.messages.append(
                     Message(
                         role="user",
-                        content=f"Your answer does not match the required schema: {exc}. Reply with only a "
+                        content=f"{REPAIR_PROMPT} {exc}. Reply with only a "
                         f"JSON object matching: {json.dumps(self.output_schema.model_json_schema())}",
                     )
                 )

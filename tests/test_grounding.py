@@ -186,6 +186,34 @@ def test_a_poorly_grounded_answer_is_sent_back_once_then_unsupported_claims_are_
     assert result.state.grounding_rounds == 1
 
 
+def test_research_asked_for_after_a_schema_repair_gets_the_tools_back() -> None:
+    from pydantic import BaseModel
+
+    class Finding(BaseModel):
+        answer: str
+
+    answer = (
+        '{"answer": "The CRM market was worth 65 billion dollars in 2023. '
+        'Oracle doubled its CRM revenue last quarter."}'
+    )
+    model = ScriptedModel(
+        [tool_call("search", query="crm"), text("not JSON yet"), text(answer), text(answer)]
+    )
+    judge = ScriptedModel(responder=judge_rejecting("Oracle"))
+    agent = Agent(
+        model,
+        tools=[search],
+        output_schema=Finding,
+        grounding=GroundingSettings(judge=judge, threshold=0.65, max_research_rounds=1),
+    )
+    agent.run_sync("Size the CRM market")
+    model.assert_complete()
+    assert "does not match the required schema" in model.calls[2].last_user_text
+    assert model.calls[2].output_schema is not None  # the repair turn asks for the schema
+    assert "Research them with your tools" in model.calls[3].last_user_text
+    assert model.calls[3].tool_names == ["search"]  # and research is possible again
+
+
 def test_a_well_grounded_answer_is_accepted_as_is() -> None:
     answer = "The CRM market was worth 65 billion dollars in 2023."
     model = ScriptedModel([tool_call("search", query="crm"), text(answer)])
