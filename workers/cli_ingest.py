@@ -120,8 +120,11 @@ def run_ingest(args: argparse.Namespace) -> int:
         from sleuth.rag.demo import DEMO_STORE, ingest_demo
         from sleuth.rag.stores.sqlite import SQLiteStore
 
-        store = SQLiteStore.named(args.store or DEMO_STORE)
-        report = ingest_demo(store, embedder=make_embedder(args.embedder))
+        demo_store = SQLiteStore.named(args.store or DEMO_STORE)
+        try:
+            report = ingest_demo(demo_store, embedder=make_embedder(args.embedder))
+        finally:
+            demo_store.close()
         print(_summary(args.store or DEMO_STORE, report.files))
         return 0
     if not args.paths or not args.store:
