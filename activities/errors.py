@@ -16,8 +16,6 @@ from sleuth.models.base import NonRetryableModelError, RetryableModelError
 P = ParamSpec("P")
 R = TypeVar("R")
 
-NON_RETRYABLE_TYPES = ("UnknownName", "NonRetryableModelError", "ConfigError", "ValidationError")
-
 
 class ConfigError(ValueError):
     """A run's configuration is wrong (bad schema, missing setting): retrying cannot fix it."""

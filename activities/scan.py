@@ -102,6 +102,10 @@ class ScanActivities:
     async def record_failure(self, request: RecordFailureInput) -> None:
         """Record an item that failed every attempt, so the sink accounts for every item."""
         sink = self._sink(request.sink)
+        # An attempt can write its row and still count as failed (it timed out just after): the
+        # row is the better record, so a failure never replaces it.
+        if await asyncio.to_thread(sink.done_ids, request.scan_id, [request.item.id]):
+            return
         record = failed_record(
             request.scan_id, request.item.id, request.item.display, request.error
         )

@@ -8,6 +8,9 @@ from sleuth.knowledge import ItemRef
 
 FAILED_LIST_LIMIT = 200
 """At most this many failures are listed in a scan's outcome (every one is in the sink)."""
+MAX_PAGE_SIZE = 1000
+"""Largest listing page: a page (and the pending items carried over a continue-as-new) must stay
+well inside Temporal's payload size limit."""
 ERROR_TEXT_LIMIT = 500
 """Longer error messages are cut to this many characters in the outcome (the sink has them whole)."""
 
@@ -47,7 +50,7 @@ class ScanRequest(BaseModel):
     Default: the workflow id."""
     concurrency: int = Field(default=8, ge=1)
     """Items researched at once."""
-    page_size: int = Field(default=100, ge=1)
+    page_size: int = Field(default=100, ge=1, le=MAX_PAGE_SIZE)
     """Items listed per listing activity."""
     sink: str | None = None
     """Where rows go: None for `$SLEUTH_HOME/rows.sqlite`, a sink URL or a registered sink name."""
