@@ -414,7 +414,10 @@ class Agent:
                 )
                 await self._save(state, hook)
                 continue
-            result = await self._invoke(call)
+            rejection: ToolResult | None = None
+            if call.name == self.submit_tool and self.grounding is not None:
+                rejection, call = await self._ground_submission(state, call)
+            result = rejection or await self._invoke(call)
             item = EvidenceItem(
                 index=len(state.evidence) + 1,
                 tool=call.name,
@@ -448,6 +451,52 @@ class Agent:
                 error="unknown_tool",
             )
         return await selected.invoke(call.arguments)
+
+    async def _ground_submission(
+        self, state: LoopState, call: ToolCall
+    ) -> tuple[ToolResult | None, ToolCall]:
+        """Judge a submission's claims against the evidence before the submit tool runs.
+
+        Below the threshold, while research rounds are left, the submission is rejected (the
+        model sees which claims lack evidence) and the tool does not run; once the rounds are
+        used up the tool gets the submission with its ungrounded claims removed. Returns the
+        rejection, if any, and the call to make.
+        """
+        assert self.grounding is not None
+        submit = self.tools.get(call.name)
+        evidence = [e for e in state.evidence if e.tool != self.submit_tool]
+        claims = [c for text in _string_leaves(call.arguments) for c in split_claims(text)]
+        if submit is None or not evidence or not claims:
+            return None, call
+        try:
+            submit.validate(call.arguments)
+        except ValidationError:
+            return None, call  # the tool itself reports what is wrong with the arguments
+        judge_model = (
+            resolve(self.grounding.judge) if self.grounding.judge is not None else self.model
+        )
+        report = await judge_claims(claims, evidence, judge_model)
+        state.grounding = report.model_dump()
+        emit(
+            "agent.grounding",
+            agent=self.name,
+            score=report.score,
+            claims=len(report.claims),
+            ungrounded=[c.claim for c in report.ungrounded],
+            submission=True,
+        )
+        if report.score >= self.grounding.threshold:
+            return None, call
+        if state.grounding_rounds < self.grounding.max_research_rounds:
+            state.grounding_rounds += 1
+            rejection = ToolResult(
+                ok=False,
+                content="Submission rejected. " + _research_more(report),
+                error="ungrounded_submission",
+            )
+            return rejection, call
+        ungrounded = {c.claim for c in report.ungrounded}
+        return None, call.model_copy(update={"arguments": _drop_claims(call.arguments, ungrounded)})
 
     def _record_submission(self, state: LoopState, call: ToolCall) -> None:
         arguments = call.arguments
@@ -670,3 +719,33 @@ def _drop_ungrounded(message: str, report: GroundingReport) -> str:
         kept = kept.replace(verdict.claim, "")
     kept = re.sub(r"\n\s*[-*•]\s*\n", "\n", kept)
     return re.sub(r"[ \t]{2,}", " ", kept).strip()
+
+
+def _string_leaves(value: Any) -> list[str]:
+    """Every string inside a JSON-like value (the prose fields of a submission)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for inner in value.values() for text in _string_leaves(inner)]
+    if isinstance(value, list):
+        return [text for inner in value for text in _string_leaves(inner)]
+    return []
+
+
+def _drop_claims(value: Any, claims: set[str]) -> Any:
+    """`value` with the given claim sentences removed from its strings (and emptied list items)."""
+    if isinstance(value, str):
+        kept = value
+        for claim in claims:
+            kept = kept.replace(claim, "")
+        return re.sub(r"[ \t]{2,}", " ", kept).strip()
+    if isinstance(value, dict):
+        return {key: _drop_claims(inner, claims) for key, inner in value.items()}
+    if isinstance(value, list):
+        dropped = [_drop_claims(inner, claims) for inner in value]
+        return [
+            inner
+            for inner, original in zip(dropped, value, strict=True)
+            if inner != "" or original == ""
+        ]
+    return value
