@@ -15,7 +15,7 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from sleuth.models.base import ToolSpec
+from sleuth.models.base import RetryableModelError, ToolSpec
 
 
 class ToolResult(BaseModel):
@@ -92,6 +92,11 @@ class Tool:
                 value = await self.func(**kwargs)
             else:
                 value = await asyncio.to_thread(self.func, **kwargs)
+        except RetryableModelError:
+            # A provider asked to back off inside the tool (a subagent's model, an embedding
+            # call). Retries belong to the runner — a durable step is retried and resumes from
+            # its checkpoint — not to the model, which would only learn that the tool "failed".
+            raise
         except Exception as exc:  # the model sees the failure and can change course
             return ToolResult(
                 ok=False,

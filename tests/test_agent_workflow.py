@@ -165,3 +165,69 @@ async def test_a_run_carried_over_continue_as_new_resumes_where_it_was(
     activities = [name for name, _ in await scheduled_activities(handle)]
     assert activities[0] == "agent.subagent" and "agent.tool" in activities
     assert progress.steps_run == 7 + len(activities)
+
+
+async def test_a_rate_limited_subagent_is_retried_as_its_own_activity(
+    time_env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sleuth.deepagent import SubAgentDef
+    from sleuth.models.scripted import text, tool_call
+
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv(RECORD_ENV, str(record))
+    child_failures: list[str] = []
+
+    def parent(call: ModelCall):
+        tools_done = [m.name for m in call.messages if m.role == "tool"]
+        if "lookup" not in tools_done:
+            return tool_call("lookup", topic="crm")
+        if "task" not in tools_done:
+            return tool_call("task", subagent_type="pricer", description="Price Acme")
+        answer = next(m.content for m in call.messages if m.role == "tool" and m.name == "task")
+        return text(f"final: {answer}")
+
+    def child(call: ModelCall):
+        if not child_failures:
+            child_failures.append("429")
+            raise RetryableModelError("rate limited", status_code=429, retry_after=1)
+        return text("Acme charges $40 per seat")
+
+    app = App(name="subagent-retry")
+    app.agent(
+        "market",
+        lambda: create_deepagent(
+            model=ScriptedModel(responder=parent),
+            tools=[lookup],
+            grounding=False,
+            reflexion=False,
+            subagents=[
+                SubAgentDef(
+                    name="pricer",
+                    description="Prices one company.",
+                    system_prompt="Find the price.",
+                    tools=[],
+                    model=ScriptedModel(responder=child),
+                )
+            ],
+        ),
+    )
+    outcome, handle, _ = await run_agent(time_env, app, AgentRequest(agent="market", prompt="go"))
+
+    assert outcome.message == "final: Acme charges $40 per seat"
+    assert child_failures == ["429"]
+    assert [r["tool"] for r in read_record(record)] == ["lookup"]
+    # The server retries an activity without new events: the started event of the attempt that
+    # completed carries its number.
+    subagent_events: set[int] = set()
+    starts = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            if (
+                event.activity_task_scheduled_event_attributes.activity_type.name
+                == "agent.subagent"
+            ):
+                subagent_events.add(event.event_id)
+        elif event.HasField("activity_task_started_event_attributes"):
+            started = event.activity_task_started_event_attributes
+            starts.append((started.scheduled_event_id in subagent_events, started.attempt))
+    assert [s for s in starts if s[1] > 1] == [(True, 2)]

@@ -137,12 +137,13 @@ async def test_subagent_tokens_spend_the_parent_budget() -> None:
 
 
 async def test_a_failed_subagent_still_charges_the_tokens_it_spent() -> None:
-    from sleuth.models.base import RetryableModelError
+    from sleuth.models.base import NonRetryableModelError
 
+    # A non-retryable failure (a retryable one propagates to the runner, which retries the step).
     child = ScriptedModel(
         [
             tool_call("inspect_competitor", {"name": "acme"}, input_tokens=4000, output_tokens=100),
-            RetryableModelError("provider overloaded"),
+            NonRetryableModelError("prompt too long for the context window"),
         ]
     )
     parent = ScriptedModel(

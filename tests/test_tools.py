@@ -6,6 +6,7 @@ import asyncio
 import threading
 from typing import Literal
 
+import pytest
 from pydantic import BaseModel, Field
 
 from sleuth.agent import Agent
@@ -171,3 +172,22 @@ def test_the_loop_goes_on_after_tool_errors() -> None:
     assert "ValueError: no such item" in tool_replies[0]
     assert "Invalid arguments" in tool_replies[1] and "query" in tool_replies[1]
     assert tool_replies[2] == '["docs:crm:0"]'
+
+
+async def test_a_provider_backoff_inside_a_tool_propagates_to_the_runner() -> None:
+    from sleuth.models.base import NonRetryableModelError, RetryableModelError
+
+    @tool
+    async def embed(text: str) -> str:
+        """Embed a text."""
+        raise RetryableModelError("rate limited", status_code=429, retry_after=2)
+
+    @tool
+    async def strict(text: str) -> str:
+        """Refuse every text."""
+        raise NonRetryableModelError("bad schema", status_code=400)
+
+    with pytest.raises(RetryableModelError, match="rate limited"):
+        await embed.invoke({"text": "hello"})
+    refused = await strict.invoke({"text": "hello"})
+    assert not refused.ok and "bad schema" in refused.content
