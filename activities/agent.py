@@ -9,7 +9,6 @@ that dies inside a subagent costs that subagent, never the parent's earlier tool
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ from activities.agent_models import (
     TodoView,
 )
 from activities.errors import ConfigError, mapped_errors
+from activities.heartbeat import heartbeating
 from sleuth.agent import Agent
 from sleuth.app import App
 from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
@@ -34,8 +34,6 @@ from sleuth.log import get_logger
 from sleuth.state import LoopState
 
 log = get_logger(__name__)
-
-MIN_HEARTBEAT_INTERVAL = 0.2
 
 
 def next_step(agent: Agent, state: LoopState) -> NextStep:
@@ -113,13 +111,8 @@ class AgentActivities:
                 f"({request.call_id or 'no call'}) but the saved state wants {planned.kind} "
                 f"({planned.call_id or 'no call'}); did the agent's factory change mid-run?"
             )
-        beating = asyncio.create_task(_keep_heartbeating())
-        try:
+        async with heartbeating():
             await agent.step(state)
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
         agent.capture_layers(state)
         state_ref = await asyncio.to_thread(put_json, self.store, state)
         outcome = None
@@ -164,14 +157,3 @@ class AgentActivities:
         state = LoopState.model_validate(raw)
         agent.restore_layers(state)
         return state
-
-
-async def _keep_heartbeating() -> None:
-    """Heartbeat while a step runs, so a dead worker is noticed within the heartbeat timeout."""
-    timeout = activity.info().heartbeat_timeout
-    if not timeout:
-        return
-    interval = max(MIN_HEARTBEAT_INTERVAL, timeout.total_seconds() / 3)
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(interval)

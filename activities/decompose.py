@@ -7,9 +7,7 @@ checkpoint, and a retried attempt resumes from it: a completed tool call is not 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
@@ -22,11 +20,11 @@ from activities.decompose_models import (
     SynthesizeInput,
 )
 from activities.errors import ConfigError, mapped_errors
+from activities.heartbeat import checkpointing
 from sleuth.agent import Agent
 from sleuth.app import App
-from sleuth.artifacts import default_artifact_store, get_json, put_json
+from sleuth.artifacts import default_artifact_store
 from sleuth.decompose import Decision, DeepDecomposer, NodeOutcome
-from sleuth.state import LoopState
 
 
 def decomposer_for(app: App, name: str) -> DeepDecomposer:
@@ -47,44 +45,6 @@ def decomposer_for(app: App, name: str) -> DeepDecomposer:
         f"agent {name!r} is a {type(agent).__name__}; DecomposeWorkflow needs a DeepDecomposer "
         "(type: deep in YAML) or a sleuth.Agent"
     )
-
-
-DEFAULT_HEARTBEAT_INTERVAL = 10.0
-
-
-@contextlib.asynccontextmanager
-async def _checkpointing() -> AsyncIterator[
-    tuple[LoopState | None, Callable[[LoopState], Awaitable[None] | None]]
-]:
-    """The checkpoint a previous attempt heartbeated (if any), and the hook that heartbeats.
-
-    While the block runs, a timer re-heartbeats the latest checkpoint reference, so one model
-    call or tool call longer than the heartbeat timeout does not get the attempt declared dead
-    (and a resumed attempt keeps its checkpoint in the details until it writes a newer one)."""
-    store = default_artifact_store()
-    details = activity.info().heartbeat_details
-    latest: list[str] = [str(details[0])] if details else []
-    checkpoint = LoopState.model_validate(get_json(store, latest[0])) if latest else None
-
-    def save(state: LoopState) -> None:
-        latest[:] = [put_json(store, state)]
-        activity.heartbeat(*latest)
-
-    timeout = activity.info().heartbeat_timeout
-    interval = timeout.total_seconds() / 3 if timeout else DEFAULT_HEARTBEAT_INTERVAL
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat(*latest)
-            await asyncio.sleep(interval)
-
-    beating = asyncio.create_task(beat())
-    try:
-        yield checkpoint, save
-    finally:
-        beating.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await beating
 
 
 class DecomposeActivities:
@@ -111,7 +71,7 @@ class DecomposeActivities:
     @mapped_errors
     async def solve(self, request: SolveInput) -> NodeOutcome:
         agent = decomposer_for(self.app, request.agent)
-        async with _checkpointing() as (checkpoint, save):
+        async with checkpointing(default_artifact_store()) as (checkpoint, save):
             return await agent.solve(
                 request.task, request.allowance, checkpoint=checkpoint, on_checkpoint=save
             )
@@ -120,7 +80,7 @@ class DecomposeActivities:
     @mapped_errors
     async def synthesize(self, request: SynthesizeInput) -> NodeOutcome:
         agent = decomposer_for(self.app, request.agent)
-        async with _checkpointing() as (checkpoint, save):
+        async with checkpointing(default_artifact_store()) as (checkpoint, save):
             return await agent.synthesize(
                 request.task,
                 [(r.task, r.result) for r in request.results],

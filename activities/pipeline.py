@@ -6,14 +6,13 @@ raises fails its activity, which Temporal retries per the stage's policy.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
+from activities.heartbeat import heartbeating
 from activities.pipeline_models import (
     ConditionInput,
     ConditionOutput,
@@ -91,13 +90,8 @@ class PipelineActivities:
     async def stage(self, request: StageInput) -> StageOutput:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
         agent = stage_at(pipeline, [request.index])
-        beating = asyncio.create_task(_heartbeat(request.heartbeat_every_seconds))
-        try:
+        async with heartbeating(every_seconds=request.heartbeat_every_seconds):
             output = await call_stage(agent, request.task, self.app)
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
         return StageOutput(output=output)
 
     @activity.defn(name="pipeline.condition")
@@ -110,18 +104,3 @@ class PipelineActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.describe, self.stage, self.condition]
-
-
-async def _heartbeat(every_seconds: float) -> None:
-    """Heartbeat while a stage's agent works, so a dead worker is noticed within the timeout.
-
-    At least three times per heartbeat timeout, even when `every_seconds` is longer: a stage
-    whose timeout was set below it would otherwise be declared dead on every attempt."""
-    timeout = activity.info().heartbeat_timeout
-    interval = every_seconds
-    if timeout:
-        interval = min(interval, timeout.total_seconds() / 3)
-    interval = max(interval, 0.1)
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(interval)

@@ -9,23 +9,20 @@ last checkpoint, so completed tool calls are not run again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
+from activities.heartbeat import checkpointing
 from activities.research_models import FINAL_EVIDENCE_CHARS, NodeInput, NodeOutput
 from sleuth.app import App
 from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
 from sleuth.log import get_logger
 from sleuth.research import DONE, ResearchSpec, ResearchState, finish, next_node
-from sleuth.state import LoopState
 
 log = get_logger(__name__)
-
-DEFAULT_HEARTBEAT_INTERVAL = 10.0
 
 
 class ResearchActivities:
@@ -54,35 +51,17 @@ class ResearchActivities:
     async def execute(self, request: NodeInput) -> NodeOutput:
         """The agent tool loop; resumes from the checkpoint of a failed earlier attempt."""
         spec, state = await self._load(request)
-        details = activity.info().heartbeat_details
-        checkpoint: LoopState | None = None
-        latest: list[str] = []
-        if details:
-            latest.append(str(details[0]))
-            checkpoint = LoopState.model_validate(
-                await asyncio.to_thread(get_json, self.store, latest[0])
-            )
-            log.info(
-                "research.execute.resume",
-                research=request.research,
-                iterations=checkpoint.iterations,
-                evidence=len(checkpoint.evidence),
-            )
-
-        async def save(loop_state: LoopState) -> None:
-            ref = await asyncio.to_thread(put_json, self.store, loop_state)
-            latest[:] = [ref]
-            activity.heartbeat(ref)
-
-        beating = asyncio.create_task(_keep_heartbeating(latest))
-        try:
+        async with checkpointing(self.store) as (checkpoint, save):
+            if checkpoint is not None:
+                log.info(
+                    "research.execute.resume",
+                    research=request.research,
+                    iterations=checkpoint.iterations,
+                    evidence=len(checkpoint.evidence),
+                )
             updated = await spec.run_node(
                 "execute", state, app=self.app, checkpoint=checkpoint, on_checkpoint=save
             )
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
         return await self._store_result(updated)
 
     @activity.defn(name="research.causal_inference")
@@ -151,12 +130,3 @@ class ResearchActivities:
             final_state = state.final_state(evidence_chars=FINAL_EVIDENCE_CHARS)
         ref = await asyncio.to_thread(put_json, self.store, state)
         return NodeOutput(state_ref=ref, digest=state.digest(), final_state=final_state)
-
-
-async def _keep_heartbeating(latest: list[str]) -> None:
-    """Heartbeat the latest checkpoint reference while a slow tool or model call runs."""
-    timeout = activity.info().heartbeat_timeout
-    interval = timeout.total_seconds() / 3 if timeout else DEFAULT_HEARTBEAT_INTERVAL
-    while True:
-        activity.heartbeat(*latest)
-        await asyncio.sleep(interval)

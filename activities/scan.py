@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
+from activities.heartbeat import heartbeating
 from activities.scan_models import (
     ListPageInput,
     ListPageOutput,
@@ -90,7 +90,7 @@ class ScanActivities:
         """Run the item's research in this worker and upsert its row (a retry replaces it)."""
         provider = self._provider(request.provider)
         research = self.app.get_research(request.research)
-        async with _heartbeating():
+        async with heartbeating():
             row = await research_item(provider, research, request.item)
         sink = self._sink(request.sink)
         record = ok_record(request.scan_id, request.item.id, request.item.display, row.data)
@@ -113,26 +113,3 @@ class ScanActivities:
         log.warning(
             "scan item failed", scan_id=request.scan_id, item=request.item.id, error=request.error
         )
-
-
-@contextlib.asynccontextmanager
-async def _heartbeating() -> AsyncIterator[None]:
-    """Heartbeat in the background while a long step runs, so a dead worker is noticed quickly."""
-    timeout = activity.info().heartbeat_timeout
-    if not timeout:
-        yield
-        return
-    interval = max(timeout.total_seconds() / 3, 0.1)
-
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(interval)
-            activity.heartbeat()
-
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
