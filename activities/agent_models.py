@@ -10,11 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from activities.policy import ActivitySettings
+from activities.policy import ActivitySettings, with_overrides
 from sleuth.models.base import Usage
 
 StepKind = Literal["model", "tool", "subagent"]
-STEP_KINDS: tuple[str, ...] = ("model", "tool", "subagent")
 
 
 def _step_defaults() -> ActivitySettings:
@@ -43,20 +42,7 @@ class AgentStepConfig(BaseModel):
     @classmethod
     def with_overrides(cls, overrides: dict[str, Any] | None) -> AgentStepConfig:
         """The defaults with `overrides` merged in field by field (unknown step kinds are an error)."""
-        unknown = sorted(set(overrides or {}) - set(STEP_KINDS))
-        if unknown:
-            raise ValueError(
-                f"unknown step kind(s) in 'steps': {', '.join(unknown)}; kinds: {', '.join(STEP_KINDS)}"
-            )
-        merged = cls().model_dump()
-        for kind, patch in (overrides or {}).items():
-            retry_patch = patch.get("retry") or {}
-            merged[kind] = {
-                **merged[kind],
-                **patch,
-                "retry": {**merged[kind]["retry"], **retry_patch},
-            }
-        return cls.model_validate(merged)
+        return with_overrides(cls, overrides, where="steps", noun="step kind", plural="kinds")
 
 
 class NextStep(BaseModel):

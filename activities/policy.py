@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 from temporalio.common import RetryPolicy
@@ -50,3 +50,36 @@ class ActivitySettings(BaseModel):
             ),
             "retry_policy": self.retry.policy(),
         }
+
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def with_overrides(
+    config_type: type[ConfigT],
+    overrides: dict[str, Any] | None,
+    *,
+    where: str,
+    noun: str,
+    plural: str,
+) -> ConfigT:
+    """`config_type`'s defaults with a run's `overrides` merged in field by field (nested dicts
+    merge too, so `{"execute": {"retry": {"maximum_attempts": 3}}}` keeps the other settings).
+    A key that names no field is an error listing the ones that exist."""
+    fields = list(config_type.model_fields)
+    unknown = sorted(set(overrides or {}) - set(fields))
+    if unknown:
+        raise ValueError(
+            f"unknown {noun}(s) in {where!r}: {', '.join(unknown)}; {plural}: {', '.join(fields)}"
+        )
+    return config_type.model_validate(_deep_merge(config_type().model_dump(), overrides or {}))
+
+
+def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from activities.policy import ActivitySettings, RetrySettings
-from sleuth.research import NODES, ResearchDigest
+from activities.policy import ActivitySettings, RetrySettings, with_overrides
+from sleuth.research import ResearchDigest
 
 FINAL_EVIDENCE_CHARS = 24_000
 """Evidence text kept inline in a durable run's `final_state` (in total); the full trail stays in
@@ -50,22 +50,7 @@ class ResearchNodeConfig(BaseModel):
     @classmethod
     def with_overrides(cls, overrides: dict[str, Any] | None) -> ResearchNodeConfig:
         """The defaults with `overrides` merged in field by field (unknown nodes are an error)."""
-        unknown = sorted(set(overrides or {}) - set(NODES))
-        if unknown:
-            raise ValueError(
-                f"unknown research node(s) in 'nodes': {', '.join(unknown)}; nodes: {', '.join(NODES)}"
-            )
-        return cls.model_validate(_deep_merge(cls().model_dump(), overrides or {}))
-
-
-def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
+        return with_overrides(cls, overrides, where="nodes", noun="research node", plural="nodes")
 
 
 class ResearchRequest(BaseModel):
