@@ -32,6 +32,7 @@ from sleuth.deepagent.subagents import SubagentTool
 from sleuth.deepagent.todos import TodoState
 from sleuth.log import get_logger
 from sleuth.state import LoopState
+from sleuth.text import preview
 
 log = get_logger(__name__)
 
@@ -47,14 +48,10 @@ def next_step(agent: Agent, state: LoopState) -> NextStep:
         subagent = str(call.arguments.get("subagent_type", "?"))
         task = str(call.arguments.get("description", ""))
         return NextStep(
-            kind="subagent", call_id=call.id, summary=_clip(f"subagent {subagent}: {task}")
+            kind="subagent", call_id=call.id, summary=preview(f"subagent {subagent}: {task}")
         )
     arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
-    return NextStep(kind="tool", call_id=call.id, summary=_clip(f"tool {call.name} {arguments}"))
-
-
-def _clip(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return NextStep(kind="tool", call_id=call.id, summary=preview(f"tool {call.name} {arguments}"))
 
 
 def _todos(agent: Agent) -> list[TodoView] | None:

@@ -21,6 +21,7 @@ from sleuth.models import resolve
 from sleuth.models.base import Message, Model, Usage
 from sleuth.state import LoopState
 from sleuth.termination import Condition
+from sleuth.text import preview
 from sleuth.tools import Tool, ToolResult, as_tool
 
 BUDGET_REFUSED = "budget_exhausted"
@@ -273,7 +274,7 @@ def what_is_known(state: LoopState) -> str:
     found = [e for e in state.evidence if e.success]
     if not found:
         return "(no answer: the budget ran out before any result)"
-    lines = "\n".join(f"- {e.tool}: {_first_line(e.output)}" for e in found)
+    lines = "\n".join(f"- {e.tool}: {preview(e.output, 300)}" for e in found)
     return f"(the budget ran out before an answer; tool results so far:)\n{lines}"
 
 
@@ -336,8 +337,3 @@ def budgeted_agent(
         end_when_out_of_tokens=True,
     )
     return agent
-
-
-def _first_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -43,6 +43,7 @@ from sleuth.events import emit
 from sleuth.models import resolve
 from sleuth.models.base import Message, Model
 from sleuth.state import LoopState
+from sleuth.text import preview
 from sleuth.tools import Tool, as_tool
 
 DEFAULT_MAX_DEPTH = 3
@@ -84,12 +85,6 @@ def effective_max_depth(value: int | None, default: int = DEFAULT_MAX_DEPTH) -> 
     if value < 0:
         raise ValueError(f"max_depth must be 0 or more, not {value}")
     return value or DEFAULT_MAX_DEPTH
-
-
-def preview(text: str, limit: int = 120) -> str:
-    """One line of at most `limit` characters, for events, summaries and the tree."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 # -- results and the tree ---------------------------------------------------------------------

@@ -33,8 +33,8 @@ with workflow.unsafe.imports_passed_through():
         Spend,
         TaskNode,
         effective_max_depth,
-        preview,
     )
+    from sleuth.text import preview
 
 
 @workflow.defn

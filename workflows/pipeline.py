@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         StageSpec,
     )
     from sleuth.composition import PipelineResult, follow_up_prompt, merge_outputs
-    from sleuth.decompose import preview
+    from sleuth.text import preview
 
 
 class _StageFailed(Exception):
