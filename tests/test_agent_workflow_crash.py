@@ -7,10 +7,7 @@ while the subagent's tool is running, then a fresh worker process.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -20,52 +17,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.agent_models import AgentRequest
 from tests.apps.agent_app import GATE_ENV, NOTES, RECORD_ENV, read_record
+from tests.worker_processes import start_sleuth_worker, stop, wait_for
 from workflows import AgentWorkflow
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def start_worker(address: str, task_queue: str, env_extra: dict[str, str], log: Path):
-    env = {**os.environ, "TEMPORAL_ADDRESS": address, "PYTHONPATH": str(ROOT), **env_extra}
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from workers.cli import main; main()",
-                "worker",
-                "--app",
-                "tests.apps.agent_app:app",
-                "--task-queue",
-                task_queue,
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def stop(process: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-async def wait_for(path: Path, log: Path, timeout: float = 90.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not path.exists():
-        if loop.time() > deadline:
-            raise AssertionError(f"{path.name} never appeared; worker log:\n{log.read_text()}")
-        await asyncio.sleep(0.05)
+APP = "tests.apps.agent_app:app"
 
 
 async def test_killing_the_worker_inside_a_subagent_redoes_only_the_subagent(
@@ -76,7 +33,7 @@ async def test_killing_the_worker_inside_a_subagent_redoes_only_the_subagent(
     gate, record, log = tmp_path / "gate", tmp_path / "record.jsonl", tmp_path / "worker.log"
     gate.mkdir()
     extra = {GATE_ENV: str(gate), RECORD_ENV: str(record)}
-    first = start_worker(address, task_queue, extra, log)
+    first = start_sleuth_worker(APP, address, task_queue, env=extra, log=log)
     second = None
     try:
         handle = await dev_env.client.start_workflow(
@@ -91,18 +48,17 @@ async def test_killing_the_worker_inside_a_subagent_redoes_only_the_subagent(
             id=f"agent-crash-{uuid.uuid4()}",
             task_queue=task_queue,
         )
-        await wait_for(gate / "started-1", log)
+        await wait_for((gate / "started-1").exists, "started-1", detail=log.read_text)
         stop(first, signal.SIGKILL)
         assert [r["tool"] for r in read_record(record)] == ["lookup", "deep_dive"]
 
-        second = start_worker(address, task_queue, extra, log)
-        await wait_for(gate / "started-2", log)
+        second = start_sleuth_worker(APP, address, task_queue, env=extra, log=log)
+        await wait_for((gate / "started-2").exists, "started-2", detail=log.read_text)
         (gate / "release").touch()
         outcome = await asyncio.wait_for(handle.result(), timeout=120)
     finally:
         stop(first, signal.SIGKILL)
-        if second is not None:
-            stop(second)
+        stop(second)
 
     # The parent's tool calls before the crash ran once; only the subagent's work was redone.
     assert [r["tool"] for r in read_record(record)] == [

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -17,27 +14,11 @@ from temporalio.testing import WorkflowEnvironment
 from activities.research_models import ResearchOutcome, ResearchRequest
 from sleuth.artifacts import default_artifact_store, get_json
 from tests.apps.research_app import HOLD_AT, TOOL_CALLS
+from tests.worker_processes import start_sleuth_worker, stop, wait_for
 from workflows.research import ResearchWorkflow
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def start_worker(address: str, task_queue: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from workers.cli import main; main()",
-            "worker",
-            "--app",
-            "tests.apps.research_app:app",
-            "--task-queue",
-            task_queue,
-        ],
-        cwd=ROOT,
-        env={**env, "TEMPORAL_ADDRESS": address},
-    )
+APP = "tests.apps.research_app:app"
 
 
 async def checkpointed_evidence(handle: WorkflowHandle) -> int:
@@ -51,29 +32,16 @@ async def checkpointed_evidence(handle: WorkflowHandle) -> int:
     return 0
 
 
-async def wait_for(condition, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def test_killed_worker_resumes_without_repeating_tool_calls(
     dev_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     tool_log, hold = tmp_path / "tool-calls.txt", tmp_path / "hold"
     tool_log.touch()
     hold.touch()
-    env = {
-        **os.environ,
-        "RESEARCH_TOOL_LOG": str(tool_log),
-        "RESEARCH_HOLD": str(hold),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = {"RESEARCH_TOOL_LOG": str(tool_log), "RESEARCH_HOLD": str(hold)}
     address = dev_env.client.service_client.config.target_host
     task_queue = str(uuid.uuid4())
-    first = start_worker(address, task_queue, env)
+    first = start_sleuth_worker(APP, address, task_queue, env=env)
     second = None
     try:
         handle = await dev_env.client.start_workflow(
@@ -95,16 +63,13 @@ async def test_killed_worker_resumes_without_repeating_tool_calls(
             return len(lines) == completed and await checkpointed_evidence(handle) == completed
 
         await wait_for(blocked_with_checkpoint, f"{completed} tool calls and their checkpoint")
-        first.send_signal(signal.SIGKILL)
-        first.wait()
+        stop(first, signal.SIGKILL)
         hold.unlink()
-        second = start_worker(address, task_queue, env)
+        second = start_sleuth_worker(APP, address, task_queue, env=env)
         outcome: ResearchOutcome = await asyncio.wait_for(handle.result(), timeout=120)
     finally:
-        for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                process.wait(timeout=30)
+        stop(first, signal.SIGKILL)
+        stop(second)
     calls = tool_log.read_text().splitlines()
     assert calls == [f"item-{n}" for n in range(1, TOOL_CALLS + 1)]
     state = outcome.final_state

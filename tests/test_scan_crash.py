@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.scan_models import ScanRequest, ScanSettings
 from sleuth.sinks import SQLiteRowSink
+from tests.worker_processes import wait_for
 from workers.scans import run_chain, start_scan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,14 +34,6 @@ def start_worker(address: str, task_queue: str) -> subprocess.Popen[str]:
     assert process.stdout is not None
     assert process.stdout.readline().strip() == "ready", "the worker process did not start"
     return process
-
-
-async def wait_for(condition, what: str, limit: float = 180.0) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.slow
@@ -66,7 +58,7 @@ async def test_scan_survives_sigkill_of_its_worker(dev_env: WorkflowEnvironment)
     second = None
     try:
         handle = await start_scan(client, request, task_queue=task_queue)
-        await wait_for(lambda: records_written() >= 300, "300 rows before the kill")
+        await wait_for(lambda: records_written() >= 300, "300 rows before the kill", timeout=180)
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         at_kill = records_written()

@@ -1,0 +1,86 @@
+"""Worker processes for crash tests: start `sleuth worker` apart from the test, kill it, wait."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_sleuth_worker(
+    app_target: str,
+    address: str,
+    task_queue: str,
+    *,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """`sleuth worker --app APP --task-queue Q` against `address`, in its own process group."""
+    output = log.open("ab") if log is not None else None
+    try:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from workers.cli import main; main()",
+                "worker",
+                "--app",
+                app_target,
+                "--task-queue",
+                task_queue,
+            ],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                **(env or {}),
+                "TEMPORAL_ADDRESS": address,
+            },
+            stdout=output,
+            stderr=subprocess.STDOUT if output is not None else None,
+            start_new_session=True,
+        )
+    finally:
+        if output is not None:
+            output.close()
+
+
+def stop(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM) -> None:
+    """Signal the worker's process group (SIGKILL is a crash) and reap it."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+async def wait_for(
+    condition: Callable[[], bool | Awaitable[bool]],
+    what: str,
+    *,
+    timeout: float = 90.0,
+    detail: Callable[[], str] | None = None,
+) -> None:
+    """Poll `condition` (sync or async) until it holds; fail naming `what` (and `detail()`)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        outcome = condition()
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        if outcome:
+            return
+        if loop.time() > deadline:
+            extra = f"\n{detail()}" if detail is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{extra}")
+        await asyncio.sleep(0.05)
