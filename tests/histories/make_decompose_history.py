@@ -11,26 +11,21 @@ break runs already in flight.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
 from activities.decompose_models import DecomposeInput  # noqa: E402
 from activities.pipeline_models import PipelineInput  # noqa: E402
 from sleuth.yamlconfig import load_agents_into  # noqa: E402
 from tests.apps.decompose_app import app  # noqa: E402
+from tests.histories.recording import run_script, save_history, worker_on_test_server  # noqa: E402
 from tests.test_decompose_cli import AGENTS_YAML  # noqa: E402
-from workers.binaries import temporal_test_server  # noqa: E402
-from workers.worker import build_worker  # noqa: E402
 from workflows.decompose import DecomposeWorkflow  # noqa: E402
 from workflows.pipeline import PipelineWorkflow  # noqa: E402
 
@@ -43,36 +38,26 @@ async def record() -> None:
     config = Path(home) / "agents.yaml"
     config.write_text(AGENTS_YAML)
     load_agents_into(app, config)
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(temporal_test_server()),
-        data_converter=pydantic_data_converter,
-    )
-    try:
-        task_queue = str(uuid.uuid4())
-        async with build_worker(env.client, app, task_queue=task_queue):
-            deep = await env.client.start_workflow(
-                DecomposeWorkflow.run,
-                DecomposeInput(agent="deep-researcher", task="Compare CRM vendors"),
-                id="decompose-replay-fixture",
-                task_queue=task_queue,
-            )
-            answer = (await deep.result()).answer
-            deep_history = await deep.fetch_history()
-            pipeline = await env.client.start_workflow(
-                PipelineWorkflow.run,
-                PipelineInput(pipeline="report", task="Acme pricing"),
-                id="pipeline-replay-fixture",
-                task_queue=task_queue,
-            )
-            final = (await pipeline.result()).final_output
-            pipeline_history = await pipeline.fetch_history()
-    finally:
-        await env.shutdown()
-    (HISTORIES / "decompose_tree.json").write_text(deep_history.to_json())
-    (HISTORIES / "pipeline_report.json").write_text(pipeline_history.to_json())
-    print(f"decompose: {len(deep_history.events)} events, answer: {answer}")
-    print(f"pipeline: {len(pipeline_history.events)} events, final output: {final}")
+    async with worker_on_test_server(app) as (client, task_queue):
+        deep = await client.start_workflow(
+            DecomposeWorkflow.run,
+            DecomposeInput(agent="deep-researcher", task="Compare CRM vendors"),
+            id="decompose-replay-fixture",
+            task_queue=task_queue,
+        )
+        answer = (await deep.result()).answer
+        deep_events = await save_history(deep, HISTORIES / "decompose_tree.json")
+        pipeline = await client.start_workflow(
+            PipelineWorkflow.run,
+            PipelineInput(pipeline="report", task="Acme pricing"),
+            id="pipeline-replay-fixture",
+            task_queue=task_queue,
+        )
+        final = (await pipeline.result()).final_output
+        pipeline_events = await save_history(pipeline, HISTORIES / "pipeline_report.json")
+    print(f"decompose: {deep_events} events, answer: {answer}")
+    print(f"pipeline: {pipeline_events} events, final output: {final}")
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
+    run_script(record)

@@ -10,31 +10,23 @@ scans already in flight.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import sys
-import tempfile
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
 from activities.scan_models import ScanRequest, ScanSettings  # noqa: E402
 from tests.apps.scan_app import build_app  # noqa: E402
-from workers.binaries import temporal_test_server  # noqa: E402
+from tests.histories.recording import run_script, save_history, worker_on_test_server  # noqa: E402
 from workers.scans import run_chain, start_scan  # noqa: E402
-from workers.worker import build_worker  # noqa: E402
 
 FIRST = Path(__file__).with_name("scan_first_run.json")
 LAST = Path(__file__).with_name("scan_last_run.json")
 
 
 async def record() -> None:
-    os.environ.setdefault("SLEUTH_HOME", tempfile.mkdtemp(prefix="sleuth-history-"))
     app = build_app(12, frozenset({"item-00006"}))
     settings = ScanSettings(
         history_event_budget=40, item_initial_retry_seconds=0.05, item_max_attempts=2
@@ -42,24 +34,13 @@ async def record() -> None:
     request = ScanRequest(
         provider="numbers", scan_id="replay", concurrency=3, page_size=5, settings=settings
     )
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(temporal_test_server()),
-        data_converter=pydantic_data_converter,
-    )
-    try:
-        task_queue = str(uuid.uuid4())
-        async with build_worker(env.client, app, task_queue=task_queue):
-            handle = await start_scan(env.client, request, task_queue=task_queue)
-            outcome = await handle.result()
-        chain = await run_chain(env.client, handle.id)
+    async with worker_on_test_server(app) as (client, task_queue):
+        handle = await start_scan(client, request, task_queue=task_queue)
+        outcome = await handle.result()
+        chain = await run_chain(client, handle.id)
         assert len(chain) >= 2, "the scan did not continue as new; lower the budget"
         for path, run in ((FIRST, chain[0]), (LAST, chain[-1])):
-            history = await env.client.get_workflow_handle(
-                handle.id, run_id=run.run_id
-            ).fetch_history()
-            path.write_text(history.to_json())
-    finally:
-        await env.shutdown()
+            await save_history(client.get_workflow_handle(handle.id, run_id=run.run_id), path)
     print(
         f"wrote {FIRST.name} and {LAST.name} ({len(chain)} runs; {outcome.rows_written} rows, "
         f"{outcome.failed_count} failed)"
@@ -67,6 +48,4 @@ async def record() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
-    sys.stdout.flush()
-    os._exit(0)  # temporalio may abort at interpreter exit otherwise
+    run_script(record)
