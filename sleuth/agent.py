@@ -331,7 +331,9 @@ class Agent:
                     state.messages.append(Message(role="user", content=_research_more(report)))
                     await self._save(state, hook)
                     return
-                state.final_message = _drop_ungrounded(state.final_message, report)
+                state.final_message = _drop_claims(
+                    state.final_message, {c.claim for c in report.ungrounded}
+                )
         self._check_exit(state)
         if not state.finished:
             state.finished, state.stop_reason = True, "completed"
@@ -713,14 +715,6 @@ def _research_more(report: GroundingReport) -> str:
     )
 
 
-def _drop_ungrounded(message: str, report: GroundingReport) -> str:
-    kept = message
-    for verdict in report.ungrounded:
-        kept = kept.replace(verdict.claim, "")
-    kept = re.sub(r"\n\s*[-*•]\s*\n", "\n", kept)
-    return re.sub(r"[ \t]{2,}", " ", kept).strip()
-
-
 def _string_leaves(value: Any) -> list[str]:
     """Every string inside a JSON-like value (the prose fields of a submission)."""
     if isinstance(value, str):
@@ -738,6 +732,7 @@ def _drop_claims(value: Any, claims: set[str]) -> Any:
         kept = value
         for claim in claims:
             kept = kept.replace(claim, "")
+        kept = re.sub(r"\n\s*[-*•]\s*\n", "\n", kept)  # a bullet left empty
         return re.sub(r"[ \t]{2,}", " ", kept).strip()
     if isinstance(value, dict):
         return {key: _drop_claims(inner, claims) for key, inner in value.items()}
