@@ -457,6 +457,7 @@ class _Meter:
         output_schema: OutputSchema | None = None,
         max_output_tokens: int | None = None,
         tool_choice: str | None = None,
+        top_logprobs: int | None = None,
     ) -> ModelResponse:
         response = await self.model.request(
             messages,
@@ -464,6 +465,7 @@ class _Meter:
             output_schema=output_schema,
             max_output_tokens=max_output_tokens,
             tool_choice=tool_choice,
+            top_logprobs=top_logprobs,
         )
         self.usage = self.usage + response.usage
         return response

@@ -103,6 +103,7 @@ class AnthropicModel:
         output_schema: OutputSchema | None = None,
         max_output_tokens: int | None = None,
         tool_choice: str | None = None,
+        top_logprobs: int | None = None,
     ) -> ModelResponse:
         params, output_tool = self._params(
             messages, tools, output_schema, max_output_tokens, tool_choice

@@ -57,6 +57,22 @@ class Usage(BaseModel):
         )
 
 
+class TopLogprob(BaseModel):
+    """One candidate for a generated token's position, with its log probability."""
+
+    token: str
+    logprob: float
+
+
+class TokenLogprob(BaseModel):
+    """One generated token, its log probability, and the most likely alternatives at its position."""
+
+    token: str
+    logprob: float
+    top: list[TopLogprob] = Field(default_factory=list)
+    """The `top_logprobs` most likely tokens at this position (the generated one among them)."""
+
+
 class ModelResponse(BaseModel):
     """A model's answer: text, tool calls, and (with an output schema) the parsed JSON object."""
 
@@ -66,6 +82,9 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     finish_reason: str | None = None
+    logprobs: list[TokenLogprob] | None = None
+    """Per generated token, when the request asked for `top_logprobs` and the provider returned
+    them; None when it did not (a provider without token probabilities, or a server refusing them)."""
 
 
 class ModelError(Exception):
@@ -105,6 +124,11 @@ class Model(Protocol):
         output_schema: OutputSchema | None = None,
         max_output_tokens: int | None = None,
         tool_choice: str | None = None,
+        top_logprobs: int | None = None,
     ) -> ModelResponse:
-        """Send one request. `tool_choice` is "auto" (default), "none", "required" or a tool name."""
+        """Send one request. `tool_choice` is "auto" (default), "none", "required" or a tool name.
+
+        `top_logprobs=k` asks for each generated token's log probability and its `k` most likely
+        alternatives (`ModelResponse.logprobs`); adapters whose provider has none ignore it and
+        leave `logprobs` None."""
         ...

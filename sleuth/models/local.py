@@ -337,6 +337,7 @@ class LocalModel:
         output_schema: OutputSchema | None = None,
         max_output_tokens: int | None = None,
         tool_choice: str | None = None,
+        top_logprobs: int | None = None,
     ) -> ModelResponse:
         tools = list(tools or [])
         choice = tool_choice or "auto"

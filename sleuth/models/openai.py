@@ -222,6 +222,7 @@ class OpenAIModel:
         output_schema: OutputSchema | None = None,
         max_output_tokens: int | None = None,
         tool_choice: str | None = None,
+        top_logprobs: int | None = None,
     ) -> ModelResponse:
         params = self._params(messages, tools, output_schema, max_output_tokens, tool_choice)
         try:

@@ -32,6 +32,7 @@ class ModelCall:
     output_schema: OutputSchema | None
     max_output_tokens: int | None
     tool_choice: str | None
+    top_logprobs: int | None = None
 
     @property
     def last_user_text(self) -> str:
@@ -141,6 +142,7 @@ class ScriptedModel:
         output_schema: OutputSchema | None = None,
         max_output_tokens: int | None = None,
         tool_choice: str | None = None,
+        top_logprobs: int | None = None,
     ) -> ModelResponse:
         call = ModelCall(
             messages=[m.model_copy(deep=True) for m in messages],
@@ -148,6 +150,7 @@ class ScriptedModel:
             output_schema=output_schema,
             max_output_tokens=max_output_tokens,
             tool_choice=tool_choice,
+            top_logprobs=top_logprobs,
         )
         self.calls.append(call)
         if self._position < len(self.turns):
