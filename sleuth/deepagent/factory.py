@@ -14,6 +14,7 @@ from sleuth.deepagent.memory import load_memory
 from sleuth.deepagent.subagents import SubAgentDef, SubagentTool
 from sleuth.deepagent.summarize import SummarizingManager
 from sleuth.deepagent.todos import TodoState, todo_tools
+from sleuth.errors import UnsupportedArgumentError
 from sleuth.models import resolve
 from sleuth.models.base import Model
 from sleuth.rag.tools import wire_datastores
@@ -89,12 +90,12 @@ def create_deepagent(
     `StateBackend`, todos) is part of every checkpoint.
     """
     if "max_tokens" in unexpected:
-        raise TypeError(
+        raise UnsupportedArgumentError(
             "create_deepagent() does not take max_tokens: use max_output_tokens= to cap each "
             "model completion, or total_token_budget= to end the run after that many tokens"
         )
     if unexpected:
-        raise TypeError(
+        raise UnsupportedArgumentError(
             f"create_deepagent() got unexpected keyword argument(s): {', '.join(sorted(unexpected))}"
         )
     resolved_model = resolve(model)
