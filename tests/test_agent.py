@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 from pydantic import BaseModel, Field
 
-from sleuth.agent import Agent, charge_usage
+from sleuth.agent import Agent
+from sleuth.limits import UsageAccount
 from sleuth.models.base import Usage
 from sleuth.models.scripted import ScriptedModel, structured, text, tool_call, tool_calls
 from sleuth.state import LoopState
@@ -279,9 +280,9 @@ def test_a_repaired_answer_is_accepted_and_repairs_ask_for_the_schema() -> None:
 
 def test_tokens_are_counted_per_run() -> None:
     @tool
-    def delegate(task: str) -> str:
+    def delegate(task: str, account: UsageAccount) -> str:
         """Hand the task to a helper model that charges this run."""
-        charge_usage(Usage(input_tokens=1000, output_tokens=100))
+        account.charge(Usage(input_tokens=1000, output_tokens=100))
         return "helper says ok"
 
     model = ScriptedModel(
