@@ -268,7 +268,7 @@ def next_decompose_step(run: NodeRun) -> DecomposeStep:
         return StartSubtask(index=waiting[0], task=child.task, depth=child.depth, allowance=share)
     if run.running:
         return AwaitSubtasks(running=list(run.running))
-    results = [(child.task, run.results[i].text) for i, child in enumerate(node.children)]
+    results = [(task, run.results[i].text) for i, task in enumerate(decision.subtasks)]
     return Synthesize(task=node.task, results=results, grant=pool.offer())
 
 

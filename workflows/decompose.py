@@ -29,24 +29,9 @@ with workflow.unsafe.imports_passed_through():
         SubtaskResult,
         SynthesizeInput,
     )
+    from sleuth import decompose_flow as flow
     from sleuth.budget import Budget
     from sleuth.decompose import effective_max_depth
-    from sleuth.decompose_flow import (
-        AwaitSubtasks,
-        Decide,
-        Decision,
-        DecomposeStep,
-        Finished,
-        FinishedSubtask,
-        NodeOutcome,
-        NodeRun,
-        SkipSubtask,
-        Solve,
-        StartSubtask,
-        Synthesize,
-        TaskNode,
-        drive_node,
-    )
     from sleuth.text import preview
 
 
@@ -55,17 +40,17 @@ class DecomposeWorkflow:
     """One task of a decomposition tree (the root, or a subtask started by its parent)."""
 
     def __init__(self) -> None:
-        self._node = TaskNode(task="", depth=0)
+        self._node = flow.TaskNode(task="", depth=0)
 
     @workflow.query
-    def tree(self) -> TaskNode:
+    def tree(self) -> flow.TaskNode:
         """The tree so far: this task, finished subtrees in full, running subtasks by workflow id."""
         return self._node
 
     @workflow.run
     async def run(self, request: DecomposeInput) -> DecomposeOutput:
         config = request.config or DecomposeConfig()
-        node = self._node = TaskNode(
+        node = self._node = flow.TaskNode(
             task=request.task, depth=request.depth, workflow_id=workflow.info().workflow_id
         )
         if request.allowance is None:
@@ -86,8 +71,8 @@ class DecomposeWorkflow:
             "decompose depth=%d/%d task=%s", node.depth, max_depth, preview(request.task)
         )
         _memo(node, max_depth)
-        run = NodeRun(node=node, max_depth=max_depth, max_fan_out=fan_out, allowance=allowance)
-        outcome = await drive_node(run, _Durable(request, config))
+        run = flow.NodeRun(node=node, max_depth=max_depth, max_fan_out=fan_out, allowance=allowance)
+        outcome = await flow.drive_node(run, _Durable(request, config))
         return DecomposeOutput(
             answer=outcome.text,
             outcome="budget_exhausted" if outcome.budget_exhausted else "completed",
@@ -103,7 +88,7 @@ class _Durable:
     request: DecomposeInput
     config: DecomposeConfig
 
-    async def decide(self, step: Decide) -> Decision:
+    async def decide(self, step: flow.Decide) -> flow.Decision:
         return await workflow.execute_activity_method(
             DecomposeActivities.decide,
             DecideInput(agent=self.request.agent, task=step.task, allowance=step.allowance),
@@ -111,7 +96,7 @@ class _Durable:
             **self.config.decide.activity_options(),
         )
 
-    async def solve(self, step: Solve) -> NodeOutcome:
+    async def solve(self, step: flow.Solve) -> flow.NodeOutcome:
         return await workflow.execute_activity_method(
             DecomposeActivities.solve,
             SolveInput(agent=self.request.agent, task=step.task, allowance=step.allowance),
@@ -119,7 +104,7 @@ class _Durable:
             **self.config.solve.activity_options(),
         )
 
-    async def synthesize(self, step: Synthesize) -> NodeOutcome:
+    async def synthesize(self, step: flow.Synthesize) -> flow.NodeOutcome:
         return await workflow.execute_activity_method(
             DecomposeActivities.synthesize,
             SynthesizeInput(
@@ -132,7 +117,9 @@ class _Durable:
             **self.config.synthesize.activity_options(),
         )
 
-    def start_subtask(self, run: NodeRun, step: StartSubtask) -> asyncio.Future[FinishedSubtask]:
+    def start_subtask(
+        self, run: flow.NodeRun, step: flow.StartSubtask
+    ) -> asyncio.Future[flow.FinishedSubtask]:
         number = step.index + 1
         child = run.node.children[step.index]
         child.workflow_id = f"{workflow.info().workflow_id}.{number}"
@@ -153,27 +140,26 @@ class _Durable:
         return asyncio.ensure_future(_subtask_result(started))
 
     async def first_finished(
-        self, running: Sequence[asyncio.Future[FinishedSubtask]]
-    ) -> list[asyncio.Future[FinishedSubtask]]:
+        self, running: Sequence[asyncio.Future[flow.FinishedSubtask]]
+    ) -> list[asyncio.Future[flow.FinishedSubtask]]:
         done, _ = await workflow.wait(running, return_when=asyncio.FIRST_COMPLETED)
         return list(done)
 
-    def observe(self, run: NodeRun, step: DecomposeStep, *, finished: bool) -> None:
-        """Memo where the tree visibly changes: a split, a finished subtask, a leaf loop or the
-        synthesis starting, the node done. (The same points as before the shared control flow,
-        so recorded histories replay.)"""
-        if isinstance(step, SkipSubtask) and not finished:
+    def observe(self, run: flow.NodeRun, step: flow.DecomposeStep, *, finished: bool) -> None:
+        """Upsert the memo where the tree visibly changes: a split, a finished subtask, a leaf
+        loop or the synthesis starting, the node done (the points recorded histories expect)."""
+        if isinstance(step, flow.SkipSubtask) and not finished:
             skipped = run.node.children[step.index]
             workflow.logger.info("decompose skipped (budget spent): %s", skipped.task)
-        started = not finished and isinstance(step, Solve | Synthesize | Finished)
-        split = finished and isinstance(step, Decide) and run.pool is not None
-        if started or split or (finished and isinstance(step, AwaitSubtasks)):
+        started = not finished and isinstance(step, flow.Solve | flow.Synthesize | flow.Finished)
+        split = finished and isinstance(step, flow.Decide) and run.pool is not None
+        if started or split or (finished and isinstance(step, flow.AwaitSubtasks)):
             _memo(run.node, run.max_depth)
 
 
-async def _subtask_result(started: Awaitable[DecomposeOutput]) -> FinishedSubtask:
+async def _subtask_result(started: Awaitable[DecomposeOutput]) -> flow.FinishedSubtask:
     result = await started
-    outcome = NodeOutcome(
+    outcome = flow.NodeOutcome(
         text=result.answer,
         spent=result.spent,
         budget_exhausted=result.outcome == "budget_exhausted",
@@ -181,7 +167,7 @@ async def _subtask_result(started: Awaitable[DecomposeOutput]) -> FinishedSubtas
     return outcome, result.tree
 
 
-def _memo(node: TaskNode, max_depth: int) -> None:
+def _memo(node: flow.TaskNode, max_depth: int) -> None:
     workflow.upsert_memo(
         {
             "task": preview(node.task, 200),
