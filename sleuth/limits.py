@@ -77,7 +77,7 @@ class UsageLimits(BaseModel):
         """Raise `UsageLimitExceeded` when one more tool call would pass `max_tool_calls`."""
         if self.max_tool_calls is not None and tool_calls_made >= self.max_tool_calls:
             raise UsageLimitExceeded(
-                f"the tool-call budget is spent ({self.max_tool_calls} calls made)"
+                f"the tool-call budget is spent (max_tool_calls={self.max_tool_calls})"
             )
 
 
