@@ -11,13 +11,14 @@ from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 from sleuth.app import UnknownNameError
+from sleuth.errors import SleuthError
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class ConfigError(ValueError):
+class ConfigError(SleuthError, ValueError):
     """A run's configuration is wrong (bad schema, missing setting): retrying cannot fix it."""
 
 

@@ -50,9 +50,7 @@ def pipeline_at(app: App, name: str, path: list[int]) -> Pipeline:
 
 def _stage_spec(app: App, pipeline: Pipeline, index: int, agent: Any) -> StageSpec:
     name = stage_name(agent, index)
-    task = None
-    if isinstance(pipeline, ParallelPipeline):
-        task = pipeline.task_map.get(index, pipeline.task_map.get(name))
+    task = pipeline.own_task(index) if isinstance(pipeline, ParallelPipeline) else None
     if isinstance(agent, Pipeline):
         return StageSpec(index=index, name=name, kind="pipeline", task=task)
     if isinstance(agent, str):

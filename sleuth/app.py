@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sleuth.config import DEFAULT_TASK_QUEUE
+from sleuth.errors import SleuthError
 from sleuth.tools import Tool, as_tool
 
 
-class UnknownNameError(LookupError):
+class UnknownNameError(SleuthError, LookupError):
     """A workflow named something the worker's App does not have. Not retryable."""
 
     def __init__(self, kind: str, name: str, registered: list[str]):
@@ -25,7 +26,7 @@ class UnknownNameError(LookupError):
         super().__init__(f"unknown {kind} {name!r}; registered: {listed}")
 
 
-class AppLoadError(ValueError):
+class AppLoadError(SleuthError, ValueError):
     """`--app pkg.module:attr` could not be loaded."""
 
 

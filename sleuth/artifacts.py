@@ -16,11 +16,12 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from sleuth.config import sleuth_home
+from sleuth.errors import SleuthError
 
 REF_PREFIX = "sha256:"
 
 
-class ArtifactNotFoundError(LookupError):
+class ArtifactNotFoundError(SleuthError, LookupError):
     """A reference whose content is not in this store (a worker pointed at another store?)."""
 
 

@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, Field
 
 from sleuth.config import sleuth_home
+from sleuth.errors import SleuthError
 
 Status = Literal["ok", "failed"]
 
@@ -325,7 +326,7 @@ class OpenSearchRowSink:
             search_after = hits[-1]["sort"]
 
 
-class UnknownSinkError(ValueError):
+class UnknownSinkError(SleuthError, ValueError):
     """A sink spec that is neither a registered name nor a supported URL."""
 
 

@@ -34,12 +34,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sleuth.app import App
 from sleuth.budget import Budget, budgeted_agent
 from sleuth.decompose import DeepDecomposer, effective_max_depth
+from sleuth.errors import SleuthError
 from sleuth.models import PROVIDERS, resolve
 
 APP_PROVIDER = "app"
 
 
-class YamlConfigError(ValueError):
+class YamlConfigError(SleuthError, ValueError):
     """The YAML agent config is wrong; the message names each bad line."""
 
 

@@ -24,12 +24,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
 from sleuth.config import temporal_address, temporal_namespace
+from sleuth.errors import SleuthError
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-class ConnectionSettingsError(ValueError):
+class ConnectionSettingsError(SleuthError, ValueError):
     """The TLS / API-key environment variables are inconsistent or point at missing files."""
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from sleuth.config import DEFAULT_TEMPORAL_ADDRESS, sleuth_home, temporal_address
+from sleuth.errors import SleuthError
 from workers.binaries import temporal_cli
 from workers.client import ConnectionSecurity
 
@@ -37,7 +38,7 @@ STARTUP_TIMEOUT_SECONDS = 60.0
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
-class EmbeddedServerError(RuntimeError):
+class EmbeddedServerError(SleuthError, RuntimeError):
     """Temporal could not be reached or the embedded server could not be started."""
 
 

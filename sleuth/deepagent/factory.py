@@ -14,6 +14,8 @@ from sleuth.deepagent.memory import load_memory
 from sleuth.deepagent.subagents import SubAgentDef, SubagentTool
 from sleuth.deepagent.summarize import SummarizingManager
 from sleuth.deepagent.todos import TodoState, todo_tools
+from sleuth.errors import UnsupportedArgumentError
+from sleuth.limits import UsageLimits
 from sleuth.models import resolve
 from sleuth.models.base import Model
 from sleuth.rag.tools import wire_datastores
@@ -63,6 +65,7 @@ def create_deepagent(
     max_iterations: int = 20,
     total_token_budget: int | None = None,
     max_output_tokens: int | None = None,
+    limits: UsageLimits | None = None,
     reflexion: bool = True,
     grounding: bool | GroundingSettings = True,
     grounding_threshold: float = 0.65,
@@ -83,18 +86,19 @@ def create_deepagent(
     """A plain `sleuth.Agent` configured for deep research.
 
     The run ends when `submit_tool` succeeded with confidence ≥ `min_confidence`, when
-    `total_token_budget` (if set) is spent, or after `max_iterations` model turns. Layers are
+    `total_token_budget` (if set) is spent, or after `max_iterations` model turns. `limits` (a
+    `UsageLimits`) is checked before each model request and tool call. Layers are
     opt-in: `enable_filesystem` (or `backend=`), `enable_todos` (or `todo_state=`), `subagents`,
     `memory_files`, `summarize_after_messages`, `datastores`. Their state (files of a
     `StateBackend`, todos) is part of every checkpoint.
     """
     if "max_tokens" in unexpected:
-        raise TypeError(
+        raise UnsupportedArgumentError(
             "create_deepagent() does not take max_tokens: use max_output_tokens= to cap each "
             "model completion, or total_token_budget= to end the run after that many tokens"
         )
     if unexpected:
-        raise TypeError(
+        raise UnsupportedArgumentError(
             f"create_deepagent() got unexpected keyword argument(s): {', '.join(sorted(unexpected))}"
         )
     resolved_model = resolve(model)
@@ -145,6 +149,7 @@ def create_deepagent(
         termination=exit_condition(submit_tool, min_confidence, total_token_budget),
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
+        limits=limits,
         submit_tool=submit_tool,
         reflexion=reflexion,
         grounding=settings,

@@ -13,13 +13,14 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
+from sleuth.errors import SleuthError
 from sleuth.events import emit
 from sleuth.tools import Tool
 
 MAX_GREP_MATCHES = 100
 
 
-class SandboxError(PermissionError):
+class SandboxError(SleuthError, PermissionError):
     """A path that would leave the workspace, or is not a valid workspace path."""
 
 

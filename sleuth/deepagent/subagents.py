@@ -1,8 +1,9 @@
 """Subagents: specialists the parent dispatches through a `task(subagent_type, description)` tool.
 
 A child is a fresh, stateless one-shot `Agent`: it sees only the task description, and only its
-final answer returns to the parent. Its tokens are charged to the parent's run, so the parent's
-token budget covers its children. Nesting is bounded by `max_depth`.
+final answer returns to the parent. Its tokens are charged to the parent's run through the
+`UsageAccount` the parent passes to the `task` tool, so the parent's limits and token budget cover
+its children. Nesting is bounded by `max_depth`.
 """
 
 from __future__ import annotations
@@ -12,14 +13,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sleuth.agent import Agent, charge_usage
+from sleuth.agent import Agent
+from sleuth.errors import InvalidSettingError, SleuthError
 from sleuth.events import emit
+from sleuth.limits import UsageAccount
 from sleuth.models import resolve
 from sleuth.models.base import Model
 from sleuth.state import LoopState
 from sleuth.tools import Tool
 
 TASK_TOOL_NAME = "task"
+
+
+class SubagentError(SleuthError, ValueError):
+    """A dispatch the parent cannot make: an unknown subagent type, or nesting too deep. The
+    parent model sees the message as the tool's failure and can do the task itself."""
+
 
 _depth: contextvars.ContextVar[int] = contextvars.ContextVar("sleuth_subagent_depth", default=0)
 
@@ -50,14 +59,14 @@ class SubagentTool(Tool):
     def __init__(self, definitions: Sequence[SubAgentDef], parent_model: Model, max_depth: int):
         names = [d.name for d in definitions]
         if len(set(names)) != len(names):
-            raise ValueError(f"subagent names must be unique, got {names}")
+            raise InvalidSettingError(f"subagent names must be unique, got {names}")
         self.definitions = {d.name: d for d in definitions}
         self.parent_model = parent_model
         self.max_depth = max_depth
         listing = "\n".join(f"- {d.name}: {d.description}" for d in definitions)
 
-        async def task(subagent_type: str, description: str) -> str:
-            return await self.dispatch(subagent_type, description)
+        async def task(subagent_type: str, description: str, account: UsageAccount) -> str:
+            return await self.dispatch(subagent_type, description, account)
 
         super().__init__(
             task,
@@ -83,17 +92,18 @@ class SubagentTool(Tool):
             name=definition.name,
         )
 
-    async def dispatch(self, subagent_type: str, description: str) -> str:
-        """Run the named subagent on `description`; returns its final answer."""
+    async def dispatch(self, subagent_type: str, description: str, account: UsageAccount) -> str:
+        """Run the named subagent on `description`; returns its final answer and charges the
+        child's tokens to `account` (the parent's run), also when the child fails part-way."""
         definition = self.definitions.get(subagent_type)
         if definition is None:
-            raise ValueError(
+            raise SubagentError(
                 f"unknown subagent_type {subagent_type!r}; available: "
                 + ", ".join(sorted(self.definitions))
             )
         depth = _depth.get() + 1
         if depth > self.max_depth:
-            raise RuntimeError(
+            raise SubagentError(
                 f"subagent nesting limit reached ({self.max_depth} levels); do this task yourself"
             )
         emit(
@@ -114,11 +124,11 @@ class SubagentTool(Tool):
             result = await self.build_child(definition).arun(description, on_checkpoint=track)
         except Exception:
             if "latest" in child_state:
-                charge_usage(child_state["latest"].usage)
+                account.charge(child_state["latest"].usage)
             raise
         finally:
             _depth.reset(token)
-        charge_usage(result.usage)
+        account.charge(result.usage)
         emit(
             "deepagent.subagent.completed",
             subagent_type=subagent_type,

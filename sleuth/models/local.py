@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, assert_never
 
+from sleuth.errors import SleuthError
 from sleuth.log import get_logger
 from sleuth.models import weights
 from sleuth.models.base import (
@@ -123,7 +124,7 @@ class LocalRequestStats:
     total_seconds: float = 0.0
 
 
-class _Cancelled(Exception):
+class _Cancelled(SleuthError):
     """The awaiting coroutine was cancelled; decoding stopped early."""
 
 

@@ -23,6 +23,7 @@ from typing import Any, Literal, assert_never
 
 import openai
 
+from sleuth.errors import SleuthError
 from sleuth.models import errors
 from sleuth.models.base import (
     Message,
@@ -72,7 +73,7 @@ _STRICT_KEYWORDS = frozenset(
 )
 
 
-class _NotStrictCompatible(Exception):
+class _NotStrictCompatible(SleuthError):
     """The schema uses something OpenAI's strict mode cannot express."""
 
 

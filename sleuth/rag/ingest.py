@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from sleuth.errors import SleuthError
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.stores.base import BaseVectorStore, Document
 
@@ -63,7 +64,7 @@ class IngestReport:
         return [f for f in self.files if f.outcome == "failed"]
 
 
-class UnreadableFileError(ValueError):
+class UnreadableFileError(SleuthError, ValueError):
     """A file's bytes could not be turned into text."""
 
 
