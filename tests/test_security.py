@@ -8,6 +8,9 @@ never chooses a path, URL or host; its numbers are bounded; a bad one fails the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,13 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.errors import unwrap_cause
+from sleuth import create_deepagent, tool
 from sleuth.app import App
+from sleuth.deepagent import FilesystemBackend, SandboxError, StateBackend, filesystem_tools
+from sleuth.deepagent.fs import MAX_FILE_BYTES
+from sleuth.models.base import ModelResponse, ToolCall
+from sleuth.models.scripted import ModelCall, ScriptedModel, text
+from sleuth.tools import MAX_TOOL_OUTPUT_CHARS, Tool
 from workers.worker import build_worker
 
 # -- bad inputs fail the run at once ---------------------------------------------------------
@@ -120,3 +129,183 @@ async def test_a_bad_input_fails_the_run_at_once_naming_what_is_wrong(
     # Exactly one workflow task ran: it failed the run instead of being retried.
     history = await handle.fetch_history()
     assert sum(1 for e in history.events if e.HasField("workflow_task_failed_event_attributes")) == 0
+
+
+# -- tools a model cannot weaponise ----------------------------------------------------------
+
+CATASTROPHIC = "(a+)+$"
+"""Exponential for a backtracking engine on 'aaaa…!': 40 characters take Python's `re` hours."""
+RELEASE = threading.Event()
+STEADY_CALLS: list[str] = []
+STEADY_STARTED = threading.Event()
+
+
+@tool
+def wait_for_release(label: str) -> str:
+    """Block (in a worker thread) until the test releases it."""
+    STEADY_CALLS.append(label)
+    STEADY_STARTED.set()
+    RELEASE.wait(timeout=120)
+    return f"released {label}"
+
+
+def _call(call_id: str, name: str, **arguments: Any) -> ModelResponse:
+    """A tool-call turn with a fixed id (stable across the run's activities)."""
+    return ModelResponse(tool_calls=[ToolCall(id=call_id, name=name, arguments=arguments)])
+
+
+def _step(call: ModelCall) -> int:
+    return sum(1 for m in call.messages if m.role == "assistant" and m.tool_calls)
+
+
+def _tool_outputs(call: ModelCall) -> dict[str, str]:
+    return {m.name or "": m.content for m in call.messages if m.role == "tool"}
+
+
+def _regex_turn(call: ModelCall) -> ModelResponse:
+    plan = [
+        _call("r0", "write_file", path="a.txt", content="a" * 40 + "!"),
+        _call("r1", "grep", pattern=CATASTROPHIC),
+    ]
+    step = _step(call)
+    return plan[step] if step < len(plan) else text(f"grep: {_tool_outputs(call)['grep']}")
+
+
+def _steady_turn(call: ModelCall) -> ModelResponse:
+    if _step(call) == 0:
+        return _call("s0", "wait_for_release", label="steady")
+    return text(_tool_outputs(call)["wait_for_release"])
+
+
+def _tool_app() -> App:
+    app = App()
+    app.agent(
+        "regex",
+        lambda: create_deepagent(
+            model=ScriptedModel(responder=_regex_turn), enable_filesystem=True, grounding=False
+        ),
+    )
+    app.agent(
+        "steady",
+        lambda: create_deepagent(
+            model=ScriptedModel(responder=_steady_turn), tools=[wait_for_release], grounding=False
+        ),
+    )
+    return app
+
+
+async def test_a_catastrophic_grep_leaves_other_runs_on_the_worker_unaffected(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    RELEASE.clear()
+    STEADY_STARTED.clear()
+    STEADY_CALLS.clear()
+    task_queue = str(uuid.uuid4())
+    client = dev_env.client
+    async with build_worker(client, _tool_app(), task_queue=task_queue):
+        # A run whose tool call is in flight and must keep heartbeating meanwhile.
+        steady = await client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "steady", "prompt": "wait", "steps": {"tool": {"heartbeat_seconds": 5}}},
+            id=f"steady-{uuid.uuid4()}",
+            task_queue=task_queue,
+            result_type=dict,
+        )
+        assert await asyncio.to_thread(STEADY_STARTED.wait, 60)
+        regex = await client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "regex", "prompt": "search"},
+            id=f"regex-{uuid.uuid4()}",
+            task_queue=task_queue,
+            result_type=dict,
+        )
+        regex_outcome = await asyncio.wait_for(regex.result(), timeout=120)
+        RELEASE.set()
+        steady_outcome = await asyncio.wait_for(steady.result(), timeout=120)
+    assert regex_outcome["message"] == "grep: []"
+    assert steady_outcome["message"] == "released steady"
+    assert STEADY_CALLS == ["steady"], "the in-flight tool call ran exactly once"
+    history = await steady.fetch_history()
+    assert not [e for e in history.events if e.HasField("activity_task_timed_out_event_attributes")]
+
+
+def test_grep_refuses_what_re2_cannot_run_in_linear_time() -> None:
+    grep = {t.name: t for t in filesystem_tools(StateBackend({"a.txt": "aa aa"}))}["grep"]
+    with pytest.raises(ValueError, match="RE2 syntax: no backreferences"):
+        grep.func(r"(a)\1")
+    assert grep.func("a{2}") == [{"path": "a.txt", "line": 1, "text": "aa aa"}]
+
+
+def test_file_reads_writes_and_tool_output_are_capped(tmp_path: Path) -> None:
+    backend = FilesystemBackend(tmp_path / "ws")
+    tools = {t.name: t for t in filesystem_tools(backend)}
+    with pytest.raises(ValueError, match="limited to 1,000,000 bytes"):
+        tools["write_file"].func("big.txt", "x" * (MAX_FILE_BYTES + 1))
+    (tmp_path / "ws" / "huge.log").write_bytes(b"y" * (MAX_FILE_BYTES + 10))
+    with pytest.raises(ValueError, match="limited to 1,000,000 bytes"):
+        tools["read_file"].func("huge.log")
+    tools["write_file"].func("lines.txt", ("z" * 999 + "\n") * 900)
+    shown = tools["read_file"].func("lines.txt")
+    assert len(shown) < 101_000 and "read on with offset=100" in shown
+    loud = Tool(lambda: "w" * (MAX_TOOL_OUTPUT_CHARS * 3), name="loud")
+    result = asyncio.run(loud.invoke({}))
+    assert len(result.content) < MAX_TOOL_OUTPUT_CHARS + 100
+    assert result.content.endswith(f"[output cut: {MAX_TOOL_OUTPUT_CHARS * 2:,} more characters]")
+
+
+# -- FilesystemBackend follows no symlink, with no check-then-use race -----------------------
+
+
+def _sandbox(tmp_path: Path) -> tuple[FilesystemBackend, Path, Path]:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    return FilesystemBackend(root), root, outside
+
+
+def test_a_symlink_swapped_in_after_the_path_was_walked_leads_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, root, outside = _sandbox(tmp_path)
+    real_open = os.open
+
+    def open_then_swap(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, flags, *args, **kwargs)
+        if path == "sub" and kwargs.get("dir_fd") is not None:
+            # The attacker's move, right after the backend reached `sub`: `sub` becomes a link out.
+            (root / "sub").rename(root / "sub-moved")
+            (root / "sub").symlink_to(outside)
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_swap)
+    backend.write("sub/note.txt", "pwned?")
+    monkeypatch.setattr(os, "open", real_open)
+    assert list(outside.iterdir()) == []
+    assert (root / "sub-moved" / "note.txt").read_text() == "pwned?"
+    with pytest.raises(SandboxError, match="'sub' is a symlink"):
+        backend.read("sub/note.txt")
+
+
+def test_a_symlink_flipping_during_writes_never_lets_one_out(tmp_path: Path) -> None:
+    backend, root, outside = _sandbox(tmp_path)
+    stop = threading.Event()
+
+    def flip() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                (root / "sub").rename(root / "sub-real")
+                (root / "sub").symlink_to(outside)
+                (root / "sub").unlink()
+                (root / "sub-real").rename(root / "sub")
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    try:
+        for n in range(300):
+            with contextlib.suppress(SandboxError, FileNotFoundError):
+                backend.write(f"sub/f{n}.txt", "x")
+    finally:
+        stop.set()
+        flipper.join()
+    assert list(outside.iterdir()) == []
