@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -20,6 +22,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.errors import unwrap_cause
+from activities.scan_models import ScanRequest
 from sleuth import create_deepagent, tool
 from sleuth.app import App
 from sleuth.deepagent import FilesystemBackend, SandboxError, StateBackend, filesystem_tools
@@ -27,7 +30,10 @@ from sleuth.deepagent.fs import MAX_FILE_BYTES
 from sleuth.models.base import ModelResponse, ToolCall
 from sleuth.models.scripted import ModelCall, ScriptedModel, text
 from sleuth.tools import MAX_TOOL_OUTPUT_CHARS, Tool
+from tests.apps.leaky_app import PROVIDER_STYLE_KEY
 from workers.worker import build_worker
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # -- bad inputs fail the run at once ---------------------------------------------------------
 
@@ -309,3 +315,72 @@ def test_a_symlink_flipping_during_writes_never_lets_one_out(tmp_path: Path) -> 
         stop.set()
         flipper.join()
     assert list(outside.iterdir()) == []
+
+
+# -- secrets stay out of history, rows and output --------------------------------------------
+
+GATEWAY_KEY = "gw-live-4f9a1c7e2b8d6053aa"
+
+
+def _sleuth(env: WorkflowEnvironment, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from workers.cli import main; main()", *args],
+        env={
+            **os.environ,
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "PYTHONPATH": str(ROOT),
+            **extra_env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+async def test_a_gateway_echoing_the_key_leaves_no_key_in_history_rows_or_output(
+    dev_env: WorkflowEnvironment, sleuth_home: Path
+) -> None:
+    secrets = [GATEWAY_KEY, PROVIDER_STYLE_KEY]
+    scanned = _sleuth(
+        dev_env, "scan", "numbers", "--app", "tests.apps.leaky_app:app", "--task-queue",
+        str(uuid.uuid4()), "--scan-id", "leaky", "--follow", GATEWAY_API_KEY=GATEWAY_KEY,
+    )  # fmt: skip
+    assert scanned.returncode == 0, scanned.stderr
+    assert "3 failed" in scanned.stdout and "401 from gateway" in scanned.stdout
+    table = _sleuth(dev_env, "rows", "leaky")
+    as_json = _sleuth(dev_env, "rows", "leaky", "--json")
+    assert "401 from gateway" in as_json.stdout and "[REDACTED]" in as_json.stdout
+    for output in (scanned.stdout, scanned.stderr, table.stdout, as_json.stdout):
+        assert not [s for s in secrets if s in output], output
+
+    rows = b"".join(p.read_bytes() for p in sleuth_home.glob("rows.sqlite*"))
+    assert b"401 from gateway" in rows
+    assert not [s for s in secrets if s.encode() in rows]
+
+    history = await dev_env.client.get_workflow_handle("scan-leaky").fetch_history()
+    text_of_history = history.to_json()
+    assert "401 from gateway" in text_of_history
+    assert not [s for s in secrets if s in text_of_history]
+
+
+async def test_a_sink_url_with_credentials_is_refused_without_echoing_them(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    url = "opensearch://admin:hunter2-Pa55word@search.internal:9200/rows"
+    with pytest.raises(ValueError) as refused:
+        ScanRequest(provider="p", sink=url)
+    assert "a URL with credentials" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+    task_queue = str(uuid.uuid4())
+    async with build_worker(dev_env.client, App(), task_queue=task_queue):
+        handle = await dev_env.client.start_workflow(
+            "KnowledgeScanWorkflow",
+            {"provider": "p", "sink": url},
+            id=f"creds-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await asyncio.wait_for(handle.result(), timeout=60)
+    message = str(unwrap_cause(failure.value))
+    assert "Configure the sink on the worker" in message and "hunter2" not in message

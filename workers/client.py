@@ -9,7 +9,8 @@ dev server, a self-hosted cluster with mutual TLS, or Temporal Cloud:
 | `TEMPORAL_TLS_CA` | path to the server's root CA, when it is not a public one |
 | `TEMPORAL_TLS_SERVER_NAME` | the name to verify on the server certificate, when it differs |
 | `TEMPORAL_TLS` | `true` for TLS with the system's roots; `false` to force plaintext |
-| `TEMPORAL_API_KEY` | an API key (Temporal Cloud); turns TLS on unless `TEMPORAL_TLS=false` |
+| `TEMPORAL_API_KEY` | an API key (Temporal Cloud); turns TLS on |
+| `TEMPORAL_ALLOW_PLAINTEXT_API_KEY` | `true` to send the API key with `TEMPORAL_TLS=false` anyway (a proxy that terminates TLS on the same host); refused otherwise |
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from temporalio.service import TLSConfig
 
 from sleuth.config import temporal_address, temporal_namespace
 
+PLAINTEXT_API_KEY_ENV = "TEMPORAL_ALLOW_PLAINTEXT_API_KEY"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -58,6 +60,12 @@ class ConnectionSecurity:
                 raise ConnectionSettingsError(
                     "TEMPORAL_TLS=false contradicts TEMPORAL_TLS_CERT/TEMPORAL_TLS_CA; unset one"
                 )
+            if api_key and not _flag(env.get(PLAINTEXT_API_KEY_ENV), PLAINTEXT_API_KEY_ENV):
+                raise ConnectionSettingsError(
+                    "TEMPORAL_API_KEY with TEMPORAL_TLS=false would send the key in plaintext: "
+                    "unset TEMPORAL_TLS (an API key turns TLS on), or set "
+                    f"{PLAINTEXT_API_KEY_ENV}=true if the connection is protected otherwise"
+                )
             return cls(tls=False, api_key=api_key)
         if cert or ca or server_name:
             return cls(
@@ -72,7 +80,7 @@ class ConnectionSecurity:
         return cls(tls=bool(tls_flag) or api_key is not None, api_key=api_key)
 
 
-def _flag(value: str | None) -> bool | None:
+def _flag(value: str | None, variable: str = "TEMPORAL_TLS") -> bool | None:
     if value is None or not value.strip():
         return None
     lowered = value.strip().lower()
@@ -80,7 +88,7 @@ def _flag(value: str | None) -> bool | None:
         return True
     if lowered in _FALSE:
         return False
-    raise ConnectionSettingsError(f"TEMPORAL_TLS={value!r} is not a boolean; use true or false")
+    raise ConnectionSettingsError(f"{variable}={value!r} is not a boolean; use true or false")
 
 
 def _read(variable: str, path: str | None) -> bytes | None:
