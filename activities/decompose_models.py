@@ -64,7 +64,9 @@ class DecomposeInput(BaseModel):
         if budget is not None:
             for name, limit in budget.model_dump().items():
                 if limit is not None and limit < 0:
-                    raise ValueError(f"{name} must be 0 or more (or null for no limit), not {limit}")
+                    raise ValueError(
+                        f"{name} must be 0 or more (or null for no limit), not {limit}"
+                    )
         return budget
 
 

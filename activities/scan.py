@@ -22,7 +22,7 @@ from sleuth.app import App, UnknownNameError
 from sleuth.knowledge import KnowledgeProvider, research_item
 from sleuth.log import get_logger
 from sleuth.redact import redact
-from sleuth.sinks import RowSink, UnknownSinkError, failed_record, ok_record, sink_for_name
+from sleuth.sinks import RowSink, failed_record, ok_record, sink_for_name
 
 log = get_logger(__name__)
 

@@ -435,9 +435,7 @@ def open_sink_url(url: str) -> RowSink:
     )
 
 
-def sink_for_name(
-    name: str | None, *, registered: Mapping[str, RowSink] | None = None
-) -> RowSink:
+def sink_for_name(name: str | None, *, registered: Mapping[str, RowSink] | None = None) -> RowSink:
     """The sink `name` means on this worker: registered in the App, configured in
     `$SLEUTH_SINKS`, or the default `rows`. Anything else is an `UnknownSinkError` listing the
     names there are."""

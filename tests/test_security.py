@@ -8,17 +8,26 @@ never chooses a path, URL or host; its numbers are bounded; a bad one fails the 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import os
+import signal
+import socket
+import stat
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.errors import unwrap_cause
@@ -29,8 +38,26 @@ from sleuth.deepagent import FilesystemBackend, SandboxError, StateBackend, file
 from sleuth.deepagent.fs import MAX_FILE_BYTES
 from sleuth.models.base import ModelResponse, ToolCall
 from sleuth.models.scripted import ModelCall, ScriptedModel, text
+from sleuth.sinks import SQLiteRowSink, ok_record
 from sleuth.tools import MAX_TOOL_OUTPUT_CHARS, Tool
 from tests.apps.leaky_app import PROVIDER_STYLE_KEY
+from workers.client import connect
+from workers.codec import (
+    KEY_ID_METADATA,
+    AESGCMCodec,
+    EncryptionKeyError,
+    configured_keys,
+    key_id,
+    new_key,
+    write_key_file,
+)
+from workers.codec_server import CodecServer
+from workers.embedded import (
+    EmbeddedServerError,
+    ServerSettings,
+    port_open,
+    start_background_server,
+)
 from workers.worker import build_worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,7 +161,9 @@ async def test_a_bad_input_fails_the_run_at_once_naming_what_is_wrong(
     assert "unknown" not in message, "the input must be refused before any name is looked up"
     # Exactly one workflow task ran: it failed the run instead of being retried.
     history = await handle.fetch_history()
-    assert sum(1 for e in history.events if e.HasField("workflow_task_failed_event_attributes")) == 0
+    assert (
+        sum(1 for e in history.events if e.HasField("workflow_task_failed_event_attributes")) == 0
+    )
 
 
 # -- tools a model cannot weaponise ----------------------------------------------------------
@@ -322,7 +351,9 @@ def test_a_symlink_flipping_during_writes_never_lets_one_out(tmp_path: Path) -> 
 GATEWAY_KEY = "gw-live-4f9a1c7e2b8d6053aa"
 
 
-def _sleuth(env: WorkflowEnvironment, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+def _sleuth(
+    env: WorkflowEnvironment, *args: str, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "from workers.cli import main; main()", *args],
         env={
@@ -384,3 +415,214 @@ async def test_a_sink_url_with_credentials_is_refused_without_echoing_them(
             await asyncio.wait_for(handle.result(), timeout=60)
     message = str(unwrap_cause(failure.value))
     assert "Configure the sink on the worker" in message and "hunter2" not in message
+
+
+# -- encryption at rest ----------------------------------------------------------------------
+
+
+def test_the_codec_round_trips_rotates_keys_and_refuses_tampering(tmp_path: Path) -> None:
+    old, new = base64.b64decode(new_key()), base64.b64decode(new_key())
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=b'{"prompt": "secret plan"}')
+    sealed_by_old = AESGCMCodec([old]).encrypt(payload)
+    assert b"secret plan" not in sealed_by_old.SerializeToString()
+    assert sealed_by_old.metadata[KEY_ID_METADATA] == key_id(old).encode()
+
+    rotated = AESGCMCodec([new, old])
+    assert rotated.decrypt(sealed_by_old) == payload, "old keys still decrypt"
+    assert rotated.encrypt(payload).metadata[KEY_ID_METADATA] == key_id(new).encode()
+    with pytest.raises(EncryptionKeyError, match="not configured"):
+        AESGCMCodec([new]).decrypt(sealed_by_old)
+    tampered = Payload()
+    tampered.CopyFrom(sealed_by_old)
+    tampered.data = tampered.data[:-1] + bytes([tampered.data[-1] ^ 1])
+    with pytest.raises(EncryptionKeyError, match="altered"):
+        rotated.decrypt(tampered)
+
+    key_file = write_key_file(tmp_path / "keys" / "sleuth.key")
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert len(configured_keys({"SLEUTH_ENCRYPTION_KEY_FILE": str(key_file)})) == 1
+    key_file.chmod(0o644)
+    with pytest.raises(EncryptionKeyError, match="readable by others"):
+        configured_keys({"SLEUTH_ENCRYPTION_KEY_FILE": str(key_file)})
+    with pytest.raises(EncryptionKeyError, match="32 random bytes in base64"):
+        configured_keys({"SLEUTH_ENCRYPTION_KEY": "too-short"})
+
+
+def _post(url: str, body: bytes, origin: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, data=body, method="POST")
+    request.add_header("Content-Type", "application/json")
+    if origin:
+        request.add_header("Origin", origin)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def test_the_codec_server_round_trips_over_http_with_cors_for_the_web_ui() -> None:
+    codec = AESGCMCodec([base64.b64decode(new_key())])
+    ui = "http://localhost:8233"
+    server = CodecServer("127.0.0.1", 0, codec, [ui])
+    server.start_in_thread()
+    try:
+        plain = Payloads(payloads=[Payload(metadata={"encoding": b"json/plain"}, data=b'"hi"')])
+        status, headers, body = _post(
+            f"{server.url}/encode", json_format.MessageToJson(plain).encode(), origin=ui
+        )
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == ui
+        encoded = json_format.Parse(body, Payloads())
+        assert encoded.payloads[0].metadata["encoding"] == b"binary/encrypted"
+        status, _, body = _post(f"{server.url}/decode", body)
+        assert status == 200 and json_format.Parse(body, Payloads()) == plain
+
+        preflight = urllib.request.Request(f"{server.url}/decode", method="OPTIONS")
+        preflight.add_header("Origin", "http://evil.example")
+        with urllib.request.urlopen(preflight, timeout=30) as response:
+            assert "Access-Control-Allow-Origin" not in response.headers
+        assert _post(f"{server.url}/decode", b"not json")[0] == 400
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _free_ports(count: int) -> int:
+    """A free port P such that P .. P + count - 1 are free too."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port + count < 65536 and not any(
+            port_open("127.0.0.1", port + n) for n in range(1, count)
+        ):
+            return port
+    raise RuntimeError("no free ports found")
+
+
+def _wait_for_port(port: int) -> bool:
+    """Whether something listens on `port` within a minute (the codec process starts on its own)."""
+    for _ in range(600):
+        if port_open("127.0.0.1", port):
+            return True
+        threading.Event().wait(0.1)
+    return False
+
+
+def _start_server(tmp_path: Path, db_file: Path, **env: str) -> tuple[subprocess.Popen[str], int]:
+    """`sleuth server` in the foreground on free ports (gRPC P, Web UI P+1, codec P+2)."""
+    port = _free_ports(3)
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from workers.cli import main; main()", "server", "--port",
+         str(port), "--ui-port", str(port + 1), "--db-file", str(db_file)],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith("Ctrl-C stops it."):
+            return process, port
+    process.kill()
+    raise AssertionError("`sleuth server` never became ready:\n" + "".join(seen))
+
+
+def _stop_server(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+
+
+async def _start_with_prompt(port: int, prompt: str) -> str:
+    client = await connect(f"localhost:{port}")
+    workflow_id = f"at-rest-{uuid.uuid4()}"
+    await client.start_workflow(
+        "AgentWorkflow", {"agent": "nobody", "prompt": prompt}, id=workflow_id, task_queue="none"
+    )
+    return workflow_id
+
+
+def _database_bytes(db_file: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in db_file.parent.glob(db_file.name + "*"))
+
+
+@pytest.mark.slow
+async def test_with_a_key_the_database_holds_no_plaintext_and_the_web_ui_decrypts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = f"PLAINTEXT-PROMPT-{uuid.uuid4().hex}"
+    key = new_key()
+
+    # Without a key the prompt is in the server's file as it was typed: the probe's finding.
+    plain_db = tmp_path / "plain" / "temporal.sqlite"
+    process, port = _start_server(tmp_path, plain_db)
+    try:
+        await _start_with_prompt(port, marker)
+    finally:
+        _stop_server(process)
+    assert marker.encode() in _database_bytes(plain_db)
+
+    monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", key)
+    sealed_db = tmp_path / "sealed" / "temporal.sqlite"
+    process, port = _start_server(tmp_path, sealed_db, SLEUTH_ENCRYPTION_KEY=key)
+    try:
+        workflow_id = await _start_with_prompt(port, marker)
+        # The Web UI is pointed at the codec server, which decrypts what the server stored.
+        ui = f"http://localhost:{port + 1}"
+        with urllib.request.urlopen(f"{ui}/api/v1/settings", timeout=30) as response:
+            codec_endpoint = json.loads(response.read())["Codec"]["Endpoint"]
+        assert codec_endpoint == f"http://localhost:{port + 2}"
+        raw = await Client.connect(f"localhost:{port}")
+        history = await raw.get_workflow_handle(workflow_id).fetch_history()
+        stored = history.events[0].workflow_execution_started_event_attributes.input
+        assert marker.encode() not in stored.SerializeToString()
+        status, headers, body = _post(
+            f"{codec_endpoint}/decode", json_format.MessageToJson(stored).encode(), origin=ui
+        )
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == ui
+        assert marker.encode() in json_format.Parse(body, Payloads()).payloads[0].data
+    finally:
+        _stop_server(process)
+    assert not [p for p in sealed_db.parent.glob("*") if marker.encode() in p.read_bytes()], (
+        "no plaintext prompt in the database, its journals or the log"
+    )
+
+
+# -- private files, one server per database --------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_server_files_are_private_and_a_second_server_on_the_database_is_refused(
+    sleuth_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = _free_ports(3)
+    monkeypatch.setenv("SLEUTH_EMBEDDED_ADDRESS", f"localhost:{port}")
+    monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", new_key())
+    record = await start_background_server(ServerSettings(port=port, ui_port=port + 1))
+    database = Path(record.database or "")
+    # With a key, the detached server's Web UI decrypts through a detached codec server.
+    assert record.codec_pid is not None
+    with urllib.request.urlopen(f"{record.ui_url}/api/v1/settings", timeout=30) as response:
+        assert json.loads(response.read())["Codec"]["Endpoint"] == f"http://localhost:{port + 2}"
+    assert await asyncio.to_thread(_wait_for_port, port + 2)
+    rows = SQLiteRowSink()
+    rows.put(ok_record("s", "i", "I", {"a": 1}))
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in sleuth_home.iterdir()}
+    assert stat.S_IMODE(sleuth_home.stat().st_mode) == 0o700
+    assert modes["temporal.sqlite"] == 0o600 and modes["temporal.log"] == 0o600
+    assert modes["temporal.pid"] == 0o600 and modes["rows.sqlite"] == 0o600
+    assert {name: mode for name, mode in modes.items() if mode & 0o077} == {}
+
+    # The lock is held by the detached server itself: the command that started it is long done.
+    other = _free_ports(2)
+    with pytest.raises(EmbeddedServerError, match="another Temporal server .* uses"):
+        await start_background_server(ServerSettings(port=other, ui_port=other + 1))
+    foreground = subprocess.run(
+        [sys.executable, "-c", "from workers.cli import main; main()", "server", "--port",
+         str(other), "--ui-port", str(other + 1), "--db-file", str(database)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert foreground.returncode == 1
+    assert f"another Temporal server (pid {record.pid}) uses {database}" in foreground.stderr
+    assert not port_open("127.0.0.1", other)

@@ -27,6 +27,7 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_schedule",
     "workers.cli_run",
     "workers.cli_agent",
+    "workers.cli_codec",
 ]
 
 

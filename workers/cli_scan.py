@@ -119,7 +119,10 @@ async def run_scan_command(args: argparse.Namespace) -> int:
         try:
             outcome = await follow_scan(handle, sys.stderr)
         except WorkflowFailureError as exc:
-            print(f"sleuth: scan {scan_id!r} failed: {redact(str(unwrap_cause(exc)))}", file=sys.stderr)
+            print(
+                f"sleuth: scan {scan_id!r} failed: {redact(str(unwrap_cause(exc)))}",
+                file=sys.stderr,
+            )
             return 1
     print_outcome(outcome, args.sink, sys.stdout)
     return 0

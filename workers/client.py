@@ -1,4 +1,4 @@
-"""Temporal clients, always with the pydantic data converter.
+"""Temporal clients, always with the pydantic data converter (encrypting when a key is set).
 
 Connection security comes from the environment, so the same worker image runs against a local
 dev server, a self-hosted cluster with mutual TLS, or Temporal Cloud:
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
 from sleuth.config import temporal_address, temporal_namespace
+from workers.codec import data_converter
 
 PLAINTEXT_API_KEY_ENV = "TEMPORAL_ALLOW_PLAINTEXT_API_KEY"
 _TRUE = {"1", "true", "yes", "on"}
@@ -109,13 +109,14 @@ async def connect(
     """Connect to Temporal at `address` (default `$TEMPORAL_ADDRESS` or localhost:7233).
 
     TLS and the API key come from `security`, else from the environment
-    (`ConnectionSecurity.from_env`).
+    (`ConnectionSecurity.from_env`). Payloads are encrypted when an encryption key is configured
+    (`workers.codec`).
     """
     security = security or ConnectionSecurity.from_env()
     return await Client.connect(
         address or temporal_address(),
         namespace=namespace or temporal_namespace(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         tls=security.tls,
         api_key=security.api_key,
     )
