@@ -17,10 +17,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from sleuth.models.base import RetryableModelError, ToolSpec
 
-MAX_TOOL_OUTPUT_CHARS = 200_000
-"""Longest text one tool call hands back to the model (and to the run's state); longer output is
-cut with a note saying so."""
-
 
 class ToolResult(BaseModel):
     """What one tool call returned: its output as text for the model, or the error it raised."""
@@ -40,14 +36,6 @@ def render_output(value: Any) -> str:
         return json.dumps(value, default=_json_default, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
-
-
-def capped(text: str) -> str:
-    """`text` cut to `MAX_TOOL_OUTPUT_CHARS`, saying how much was left out."""
-    if len(text) <= MAX_TOOL_OUTPUT_CHARS:
-        return text
-    left_out = len(text) - MAX_TOOL_OUTPUT_CHARS
-    return text[:MAX_TOOL_OUTPUT_CHARS] + f"\n[output cut: {left_out:,} more characters]"
 
 
 def _json_default(value: Any) -> Any:
@@ -112,10 +100,10 @@ class Tool:
         except Exception as exc:  # the model sees the failure and can change course
             return ToolResult(
                 ok=False,
-                content=capped(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}"),
-                error=capped(f"{type(exc).__name__}: {exc}"),
+                content=f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}",
+                error=f"{type(exc).__name__}: {exc}",
             )
-        return ToolResult(ok=True, content=capped(render_output(value)))
+        return ToolResult(ok=True, content=render_output(value))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)

@@ -35,11 +35,11 @@ from activities.scan_models import ScanRequest
 from sleuth import create_deepagent, tool
 from sleuth.app import App
 from sleuth.deepagent import FilesystemBackend, SandboxError, StateBackend, filesystem_tools
-from sleuth.deepagent.fs import MAX_FILE_BYTES
+from sleuth.deepagent.fs import MAX_FILE_BYTES, MAX_GREP_LINE_CHARS, MAX_LISTED
 from sleuth.models.base import ModelResponse, ToolCall
 from sleuth.models.scripted import ModelCall, ScriptedModel, text
 from sleuth.sinks import SQLiteRowSink, ok_record
-from sleuth.tools import MAX_TOOL_OUTPUT_CHARS, Tool
+from tests import browser
 from tests.apps.leaky_app import PROVIDER_STYLE_KEY
 from workers.client import connect
 from workers.codec import (
@@ -271,7 +271,7 @@ def test_grep_refuses_what_re2_cannot_run_in_linear_time() -> None:
     assert grep.func("a{2}") == [{"path": "a.txt", "line": 1, "text": "aa aa"}]
 
 
-def test_file_reads_writes_and_tool_output_are_capped(tmp_path: Path) -> None:
+def test_file_reads_writes_listings_and_grep_output_are_capped(tmp_path: Path) -> None:
     backend = FilesystemBackend(tmp_path / "ws")
     tools = {t.name: t for t in filesystem_tools(backend)}
     with pytest.raises(ValueError, match="limited to 1,000,000 bytes"):
@@ -282,10 +282,13 @@ def test_file_reads_writes_and_tool_output_are_capped(tmp_path: Path) -> None:
     tools["write_file"].func("lines.txt", ("z" * 999 + "\n") * 900)
     shown = tools["read_file"].func("lines.txt")
     assert len(shown) < 101_000 and "read on with offset=100" in shown
-    loud = Tool(lambda: "w" * (MAX_TOOL_OUTPUT_CHARS * 3), name="loud")
-    result = asyncio.run(loud.invoke({}))
-    assert len(result.content) < MAX_TOOL_OUTPUT_CHARS + 100
-    assert result.content.endswith(f"[output cut: {MAX_TOOL_OUTPUT_CHARS * 2:,} more characters]")
+    for n in range(MAX_LISTED + 5):
+        tools["write_file"].func(f"many/{n:05d}.txt", "line\n")
+    listed = tools["glob"].func("many/*")
+    assert len(listed) == MAX_LISTED + 1 and listed[-1].startswith("... and 5 more")
+    tools["write_file"].func("wide.txt", "q" * 5000)
+    [match] = tools["grep"].func("q+", path="wide.txt")
+    assert len(match["text"]) == MAX_GREP_LINE_CHARS
 
 
 # -- FilesystemBackend follows no symlink, with no check-then-use race -----------------------
@@ -587,6 +590,29 @@ async def test_with_a_key_the_database_holds_no_plaintext_and_the_web_ui_decrypt
     assert not [p for p in sealed_db.parent.glob("*") if marker.encode() in p.read_bytes()], (
         "no plaintext prompt in the database, its journals or the log"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
+async def test_the_web_ui_shows_an_encrypted_input_decrypted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = f"UI-PROMPT-{uuid.uuid4().hex}"
+    key = new_key()
+    monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", key)
+    process, port = _start_server(tmp_path, tmp_path / "temporal.sqlite", SLEUTH_ENCRYPTION_KEY=key)
+    try:
+        workflow_id = await _start_with_prompt(port, marker)
+        raw = await Client.connect(f"localhost:{port}")
+        history = await raw.get_workflow_handle(workflow_id).fetch_history()
+        stored = history.events[0].workflow_execution_started_event_attributes.input
+        assert marker.encode() not in stored.SerializeToString(), "the server holds ciphertext"
+        page_url = f"http://127.0.0.1:{port + 1}/namespaces/default/workflows/{workflow_id}"
+        async with browser.open_page(page_url) as page:
+            shown = await page.wait_for_text(marker)
+        assert "AgentWorkflow" in shown
+    finally:
+        _stop_server(process)
 
 
 # -- private files, one server per database --------------------------------------------------

@@ -5,7 +5,8 @@ run keeps them across a worker restart). `FilesystemBackend(root=...)` keeps the
 touches anything outside `root`: `..`, absolute paths and symlinks are refused, without a race.
 
 The tools take their arguments from a model, so none of them can be made to run for long or return
-without bound: files are capped at `MAX_FILE_BYTES`, reads at `MAX_READ_CHARS`, and `grep` uses RE2.
+without bound: files are capped at `MAX_FILE_BYTES`, reads at `MAX_READ_CHARS`, listings at
+`MAX_LISTED`, grep at `MAX_GREP_MATCHES` lines of `MAX_GREP_LINE_CHARS`, and grep uses RE2.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ MAX_READ_CHARS = 100_000
 """Most characters one `read_file` call returns; read further with `offset`."""
 MAX_GREP_LINE_CHARS = 400
 """A grep match shows at most this much of its line."""
+MAX_LISTED = 1000
+"""Most paths one `ls` or `glob` call returns (a last entry says how many more there are)."""
 GREP_MEMORY_BYTES = 8 << 20
 """Memory RE2 may use for one compiled pattern (bigger patterns are refused)."""
 
@@ -273,6 +276,15 @@ def _listing(paths: list[str], directory: str) -> list[str]:
     return sorted(entries)
 
 
+def _capped(paths: list[str]) -> list[str]:
+    if len(paths) <= MAX_LISTED:
+        return paths
+    return [
+        *paths[:MAX_LISTED],
+        f"... and {len(paths) - MAX_LISTED} more: narrow the path or pattern",
+    ]
+
+
 def _glob_match(path: str, pattern: str) -> bool:
     pattern = pattern.lstrip("/")
     if fnmatch.fnmatchcase(path, pattern):
@@ -333,7 +345,7 @@ def filesystem_tools(backend: Backend) -> list[Tool]:
         """List files and folders (folders end with '/') directly under `path` ('' = workspace root)."""
         directory = workspace_path(path, allow_leading_slash=True)
         emit("deepagent.fs.read", tool="ls", path=path)
-        return _listing(backend.paths(), directory)
+        return _capped(_listing(backend.paths(), directory))
 
     def edit_file(path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
         """Replace `old_string` with `new_string` in a file. `old_string` must occur exactly once
@@ -354,7 +366,7 @@ def filesystem_tools(backend: Backend) -> list[Tool]:
     def glob(pattern: str) -> list[str]:
         """Workspace files whose path matches a glob pattern such as '**/*.md' or 'notes/*'."""
         emit("deepagent.fs.read", tool="glob", path=pattern)
-        return [p for p in backend.paths() if _glob_match(p, pattern)]
+        return _capped([p for p in backend.paths() if _glob_match(p, pattern)])
 
     def grep(pattern: str, path: str = "", glob: str | None = None) -> list[dict[str, Any]]:
         """Lines matching the regular expression `pattern` (RE2 syntax: no backreferences or
