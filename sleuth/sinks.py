@@ -269,7 +269,8 @@ class OpenSearchRowSink:
 
     @property
     def location(self) -> str:
-        return f"{self.url.rstrip('/')}/{self.index}"
+        # Shown in memos, outcomes and CLI output: a URL's credentials stay in the worker.
+        return redact(f"{self.url.rstrip('/')}/{self.index}")
 
     @staticmethod
     def _doc_id(scan_id: str, item_id: str) -> str:

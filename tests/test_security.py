@@ -12,6 +12,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import stat
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.workflowservice.v1 import DescribeScheduleRequest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
@@ -38,9 +40,11 @@ from sleuth.deepagent import FilesystemBackend, SandboxError, StateBackend, file
 from sleuth.deepagent.fs import MAX_FILE_BYTES, MAX_GREP_LINE_CHARS, MAX_LISTED
 from sleuth.models.base import ModelResponse, ToolCall
 from sleuth.models.scripted import ModelCall, ScriptedModel, text
-from sleuth.sinks import SQLiteRowSink, ok_record
+from sleuth.sinks import SQLiteRowSink, UnknownSinkError, ok_record
 from tests import browser
 from tests.apps.leaky_app import PROVIDER_STYLE_KEY
+from tests.apps.scan_app import build_app as build_scan_app
+from workers.cli_worker import register_sinks
 from workers.client import connect
 from workers.codec import (
     KEY_ID_METADATA,
@@ -58,6 +62,8 @@ from workers.embedded import (
     port_open,
     start_background_server,
 )
+from workers.scans import start_scan
+from workers.schedules import create_scan_schedule
 from workers.worker import build_worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -652,3 +658,61 @@ async def test_server_files_are_private_and_a_second_server_on_the_database_is_r
     assert foreground.returncode == 1
     assert f"another Temporal server (pid {record.pid}) uses {database}" in foreground.stderr
     assert not port_open("127.0.0.1", other)
+
+
+async def test_workers_and_schedules_built_from_the_cli_client_encrypt_too(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", new_key())
+    client = await connect(dev_env.client.service_client.config.target_host)
+    task_queue = str(uuid.uuid4())
+    request = ScanRequest(provider="numbers", scan_id=f"sealed-{uuid.uuid4().hex[:8]}")
+    async with build_worker(client, build_scan_app(3), task_queue=task_queue):
+        handle = await start_scan(client, request, task_queue=task_queue)
+        outcome = await asyncio.wait_for(handle.result(), timeout=120)
+    assert outcome.rows_written == 3, "the worker decrypts what the client encrypted"
+    # What the server holds, read without the key: ciphertext everywhere.
+    history = await dev_env.client.get_workflow_handle(handle.id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.input.payloads[0].metadata["encoding"] == b"binary/encrypted"
+    results = [
+        e.activity_task_completed_event_attributes.result.payloads[0]
+        for e in history.events
+        if e.HasField("activity_task_completed_event_attributes")
+    ]
+    assert results and {p.metadata["encoding"] for p in results} == {b"binary/encrypted"}
+
+    name = f"sealed-{uuid.uuid4().hex[:8]}"
+    await create_scan_schedule(client, name, request, cron="0 2 * * *", task_queue=task_queue)
+    try:
+        described = await dev_env.client.workflow_service.describe_schedule(
+            DescribeScheduleRequest(namespace="default", schedule_id=name)
+        )
+        action_input = described.schedule.action.start_workflow.input.payloads[0]
+        assert action_input.metadata["encoding"] == b"binary/encrypted"
+        assert b"numbers" not in action_input.data
+    finally:
+        await client.get_schedule_handle(name).delete()
+
+
+def test_worker_configured_sinks_stay_inside_the_allowed_folders(
+    sleuth_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = App()
+    register_sinks(app, [f"audit=jsonl://{sleuth_home}/exports/audit.jsonl"])
+    assert app.get_sink("audit").location == f"{sleuth_home}/exports/audit.jsonl"
+    for url, reason in [
+        (f"jsonl://{tmp_path}/elsewhere.jsonl", "must lie inside $SLEUTH_HOME"),
+        (f"sqlite://{sleuth_home}/stores/python-docs.sqlite", "must lie inside $SLEUTH_HOME"),
+        (f"sqlite://{sleuth_home}/temporal.sqlite", "must lie inside $SLEUTH_HOME"),
+        ("sqlite://relative/x.db", "three slashes"),
+        (f"jsonl://{sleuth_home}/../escape.jsonl", "must lie inside $SLEUTH_HOME"),
+    ]:
+        with pytest.raises(UnknownSinkError, match=re.escape(reason)):
+            register_sinks(App(), [f"bad={url}"])
+    # Credentials configured on the worker never reach memos, outcomes or CLI output.
+    register_sinks(app, ["search=opensearch://admin:s3cret-Pass@search:9200/rows"])
+    assert app.get_sink("search").location == "http://[REDACTED]@search:9200/rows"
+    monkeypatch.setenv("SLEUTH_SINK_DIRS", str(tmp_path / "shared"))
+    register_sinks(app, [f"shared=jsonl://{tmp_path}/shared/rows.jsonl"])
+    assert stat.S_IMODE((tmp_path / "shared").stat().st_mode) == 0o700
