@@ -120,11 +120,11 @@ class AgentProgress(BaseModel):
     step: str = "model"
     """The kind of step running now."""
     step_summary: str = ""
-    steps_run: int = 0
-    iterations: int = 0
-    tool_calls: int = 0
-    subagent_calls: int = 0
-    total_tokens: int = 0
+    steps_run: int = Field(default=0, ge=0)
+    iterations: int = Field(default=0, ge=0)
+    tool_calls: int = Field(default=0, ge=0)
+    subagent_calls: int = Field(default=0, ge=0)
+    total_tokens: int = Field(default=0, ge=0)
     todos: list[TodoView] | None = None
     stop_reason: str | None = None
 

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from activities.policy import ActivitySettings
 from sleuth.decompose import Budget, Spend, TaskNode
+
+MAX_DEPTH = 10
+"""Deepest decomposition an input may ask for: every level multiplies the child workflows."""
+MAX_FAN_OUT = 64
+"""Most subtasks of one task that run at once."""
 
 
 def _react_defaults() -> ActivitySettings:
@@ -40,17 +45,29 @@ class DecomposeInput(BaseModel):
     agent: str
     """The registered agent (a `DeepDecomposer`, e.g. `type: deep` in YAML, or a plain Agent)."""
     task: str
-    max_depth: int | None = None
-    """Recursion limit; None uses the agent's (default 3); 0 means 3."""
+    max_depth: int | None = Field(default=None, ge=0, le=MAX_DEPTH)
+    """Recursion limit, 0 to 10; None uses the agent's (default 3); 0 means 3."""
     budget: Budget | None = None
-    """The whole tree's budget; None uses the agent's."""
+    """The whole tree's budget (every limit 0 or more); None uses the agent's."""
     config: DecomposeConfig | None = None
-    depth: int = 0
+    depth: int = Field(default=0, ge=0, le=MAX_DEPTH)
     """Set by a parent for its subtasks: this task's depth."""
     allowance: Budget | None = None
     """Set by a parent for its subtasks: the share of the tree's budget this subtree may use."""
-    max_fan_out: int | None = None
-    """Set by a parent for its subtasks: the agent's fan-out, so children need not look it up."""
+    max_fan_out: int | None = Field(default=None, ge=1, le=MAX_FAN_OUT)
+    """Set by a parent for its subtasks: the agent's fan-out (1 to 64), so children need not
+    look it up."""
+
+    @field_validator("budget", "allowance")
+    @classmethod
+    def _limits_not_negative(cls, budget: Budget | None) -> Budget | None:
+        if budget is not None:
+            for name, limit in budget.model_dump().items():
+                if limit is not None and limit < 0:
+                    raise ValueError(
+                        f"{name} must be 0 or more (or null for no limit), not {limit}"
+                    )
+        return budget
 
 
 class DecomposeOutput(BaseModel):

@@ -6,11 +6,15 @@ and, for a pipeline nested inline in another, the path of stage indexes leading 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from activities.policy import ActivitySettings
+from activities.policy import MAX_SECONDS, ActivitySettings
+
+MAX_NESTING = 32
+"""Deepest nesting of inline pipelines a stage path may name."""
+StagePath = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_NESTING)]
 
 
 def _stage_defaults() -> ActivitySettings:
@@ -31,8 +35,9 @@ class PipelineConfig(BaseModel):
         default_factory=lambda: ActivitySettings(start_to_close_seconds=300)
     )
     """A LoopAgent's condition on the latest output."""
-    heartbeat_every_seconds: float = 10.0
-    """How often a running stage heartbeats (keep it well under `stage.heartbeat_seconds`)."""
+    heartbeat_every_seconds: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
+    """How often a running stage heartbeats (keep it well under `stage.heartbeat_seconds`);
+    more than 0."""
 
 
 class PipelineInput(BaseModel):
@@ -41,8 +46,9 @@ class PipelineInput(BaseModel):
     pipeline: str
     """The name the pipeline is registered under in the worker's App."""
     task: str
-    path: list[int] = Field(default_factory=list)
-    """Stage indexes from the registered pipeline down to a nested inline one (set by a parent)."""
+    path: StagePath = Field(default_factory=list)
+    """Stage indexes from the registered pipeline down to a nested inline one (set by a parent;
+    each 0 or more, at most 32 levels)."""
     config: PipelineConfig | None = None
 
 

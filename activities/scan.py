@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-from activities.errors import ConfigError, mapped_errors
+from activities.errors import ConfigError, mapped_errors, to_application_error
 from activities.heartbeat import heartbeating
 from activities.scan_models import (
     ListPageInput,
@@ -20,7 +21,8 @@ from activities.scan_models import (
 from sleuth.app import App, UnknownNameError
 from sleuth.knowledge import KnowledgeProvider, research_item
 from sleuth.log import get_logger
-from sleuth.sinks import RowSink, UnknownSinkError, failed_record, ok_record, open_sink
+from sleuth.redact import redact
+from sleuth.sinks import RowSink, failed_record, ok_record, sink_for_name
 
 log = get_logger(__name__)
 
@@ -30,7 +32,7 @@ class ScanActivities:
 
     def __init__(self, app: App):
         self.app = app
-        self._sinks: dict[str | None, RowSink] = {}
+        self._sinks: dict[str, RowSink] = {}
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.list_page, self.research_item, self.record_failure]
@@ -44,20 +46,18 @@ class ScanActivities:
             )
         return provider
 
-    def _sink(self, spec: str | None) -> RowSink:
-        # One sink object per spec and worker: the SQLite sink keeps its connection open.
-        sink = self._sinks.get(spec)
+    def _sink(self, name: str | None) -> RowSink:
+        """The sink a scan names, as this worker configured it (see `sleuth.sinks`). One object
+        per name and worker: the SQLite sink keeps its connection open."""
+        key = name or ""
+        sink = self._sinks.get(key)
         if sink is None:
+            registered = {n: self.app.get_sink(n) for n in self.app.sink_names}
             try:
-                sink = self.app.get_sink(spec) if spec else None
-            except UnknownNameError:
-                sink = None
-            if sink is None:
-                try:
-                    sink = open_sink(spec)
-                except UnknownSinkError as exc:
-                    raise ConfigError(str(exc)) from None
-            self._sinks[spec] = sink
+                sink = sink_for_name(name, registered=registered)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+            self._sinks[key] = sink
         return sink
 
     @activity.defn(name="scan.list_page")
@@ -90,8 +90,12 @@ class ScanActivities:
         """Run the item's research in this worker and upsert its row (a retry replaces it)."""
         provider = self._provider(request.provider)
         research = self.app.get_research(request.research)
-        async with heartbeating():
-            row = await research_item(provider, research, request.item)
+        try:
+            async with heartbeating():
+                row = await research_item(provider, research, request.item)
+        except Exception as exc:
+            # `from None`: the original exception (and its message) must not reach the history.
+            raise redacted_failure(exc) from None
         sink = self._sink(request.sink)
         record = ok_record(request.scan_id, request.item.id, request.item.display, row.data)
         await asyncio.to_thread(sink.put, record)
@@ -106,10 +110,22 @@ class ScanActivities:
         # row is the better record, so a failure never replaces it.
         if await asyncio.to_thread(sink.done_ids, request.scan_id, [request.item.id]):
             return
-        record = failed_record(
-            request.scan_id, request.item.id, request.item.display, request.error
-        )
+        error = redact(request.error)
+        record = failed_record(request.scan_id, request.item.id, request.item.display, error)
         await asyncio.to_thread(sink.put, record)
-        log.warning(
-            "scan item failed", scan_id=request.scan_id, item=request.item.id, error=request.error
-        )
+        log.warning("scan item failed", scan_id=request.scan_id, item=request.item.id, error=error)
+
+
+def redacted_failure(exc: Exception) -> ApplicationError:
+    """`exc` as the activity failure Temporal records, with the same retry semantics and its
+    message passed through `redact`: a provider that echoes an API key in an error body must not
+    put it in the history, the failure rows or the CLI's output."""
+    mapped = to_application_error(exc)
+    if mapped is None:
+        return ApplicationError(redact(str(exc)) or type(exc).__name__, type=type(exc).__name__)
+    return ApplicationError(
+        redact(mapped.message),
+        type=mapped.type,
+        non_retryable=mapped.non_retryable,
+        next_retry_delay=mapped.next_retry_delay,
+    )

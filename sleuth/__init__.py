@@ -72,7 +72,8 @@ _EXPORTS: dict[str, str] = {
     "SQLiteRowSink": "sleuth.sinks",
     "JSONLRowSink": "sleuth.sinks",
     "OpenSearchRowSink": "sleuth.sinks",
-    "open_sink": "sleuth.sinks",
+    "open_sink_url": "sleuth.sinks",
+    "sink_for_name": "sleuth.sinks",
     "PythonPackagesProvider": "sleuth.providers",
     "register_package_scan": "sleuth.providers",
     # retrieval

@@ -186,6 +186,10 @@ class App:
         return sorted(self._tools)
 
     @property
+    def sink_names(self) -> list[str]:
+        return sorted(self._sinks)
+
+    @property
     def model_names(self) -> list[str]:
         return sorted(self._models)
 

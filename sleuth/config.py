@@ -10,11 +10,30 @@ DEFAULT_TASK_QUEUE = "sleuth"
 DEFAULT_NAMESPACE = "default"
 
 
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
 def sleuth_home() -> Path:
-    """The data directory: `$SLEUTH_HOME`, default `~/.sleuth` (created on first use)."""
+    """The data directory: `$SLEUTH_HOME`, default `~/.sleuth` (created 0700 on first use)."""
     home = Path(os.environ.get("SLEUTH_HOME") or Path.home() / ".sleuth").expanduser()
-    home.mkdir(parents=True, exist_ok=True)
-    return home
+    return private_dir(home)
+
+
+def private_dir(path: Path) -> Path:
+    """`path`, created with its missing parents readable by the owner only (0700)."""
+    path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """`path`, created empty and owner-only (0600) if it does not exist; its folder made too.
+
+    SQLite gives its `-wal` and `-shm` files the mode of the database, so creating a database
+    file this way before connecting keeps all three private."""
+    private_dir(path.parent)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE))
+    return path
 
 
 def temporal_address() -> str:

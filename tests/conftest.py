@@ -16,6 +16,13 @@ from workers.embedded import stop_background_server
 
 FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+_WORKER_SETTINGS = (
+    "SLEUTH_ENCRYPTION_KEY",
+    "SLEUTH_ENCRYPTION_KEY_FILE",
+    "SLEUTH_SINKS",
+    "SLEUTH_SINK_DIRS",
+    "TEMPORAL_ALLOW_PLAINTEXT_API_KEY",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +33,9 @@ def sleuth_home(
     home = tmp_path / "sleuth-home"
     monkeypatch.setenv("SLEUTH_HOME", str(home))
     monkeypatch.delenv("SLEUTH_ARTIFACTS", raising=False)
+    # Worker-side settings of the person running the tests must not leak into them.
+    for setting in _WORKER_SETTINGS:
+        monkeypatch.delenv(setting, raising=False)
     if request.node.get_closest_marker("live") is None:
         for key in _PROVIDER_KEYS:
             monkeypatch.delenv(key, raising=False)

@@ -68,8 +68,12 @@ def test_api_key_turns_tls_on() -> None:
     assert security == ConnectionSecurity(tls=True, api_key="key-123")
 
 
-def test_api_key_with_tls_explicitly_off() -> None:
-    security = ConnectionSecurity.from_env({"TEMPORAL_API_KEY": "k", "TEMPORAL_TLS": "false"})
+def test_api_key_with_tls_explicitly_off_needs_an_explicit_opt_in() -> None:
+    with pytest.raises(ConnectionSettingsError, match="would send the key in plaintext"):
+        ConnectionSecurity.from_env({"TEMPORAL_API_KEY": "k", "TEMPORAL_TLS": "false"})
+    security = ConnectionSecurity.from_env(
+        {"TEMPORAL_API_KEY": "k", "TEMPORAL_TLS": "false", "TEMPORAL_ALLOW_PLAINTEXT_API_KEY": "1"}
+    )
     assert security == ConnectionSecurity(tls=False, api_key="k")
 
 

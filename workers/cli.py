@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from sleuth.log import configure_logging
+from sleuth.redact import redact
 
 COMMAND_MODULES: list[str] = [
     "workers.cli_server",
@@ -26,6 +27,7 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_schedule",
     "workers.cli_run",
     "workers.cli_agent",
+    "workers.cli_codec",
 ]
 
 
@@ -61,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         code = 130
     except Exception as exc:  # a person reads this: one line, what went wrong
-        print(f"sleuth: error: {exc}", file=sys.stderr)
+        print(f"sleuth: error: {redact(str(exc))}", file=sys.stderr)
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()

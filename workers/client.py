@@ -1,4 +1,4 @@
-"""Temporal clients, always with the pydantic data converter.
+"""Temporal clients, always with the pydantic data converter (encrypting when a key is set).
 
 Connection security comes from the environment, so the same worker image runs against a local
 dev server, a self-hosted cluster with mutual TLS, or Temporal Cloud:
@@ -9,7 +9,8 @@ dev server, a self-hosted cluster with mutual TLS, or Temporal Cloud:
 | `TEMPORAL_TLS_CA` | path to the server's root CA, when it is not a public one |
 | `TEMPORAL_TLS_SERVER_NAME` | the name to verify on the server certificate, when it differs |
 | `TEMPORAL_TLS` | `true` for TLS with the system's roots; `false` to force plaintext |
-| `TEMPORAL_API_KEY` | an API key (Temporal Cloud); turns TLS on unless `TEMPORAL_TLS=false` |
+| `TEMPORAL_API_KEY` | an API key (Temporal Cloud); turns TLS on |
+| `TEMPORAL_ALLOW_PLAINTEXT_API_KEY` | `true` to send the API key with `TEMPORAL_TLS=false` anyway (a proxy that terminates TLS on the same host); refused otherwise |
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
 from sleuth.config import temporal_address, temporal_namespace
 from sleuth.errors import SleuthError
+from workers.codec import data_converter
 
+PLAINTEXT_API_KEY_ENV = "TEMPORAL_ALLOW_PLAINTEXT_API_KEY"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -59,6 +61,12 @@ class ConnectionSecurity:
                 raise ConnectionSettingsError(
                     "TEMPORAL_TLS=false contradicts TEMPORAL_TLS_CERT/TEMPORAL_TLS_CA; unset one"
                 )
+            if api_key and not _flag(env.get(PLAINTEXT_API_KEY_ENV), PLAINTEXT_API_KEY_ENV):
+                raise ConnectionSettingsError(
+                    "TEMPORAL_API_KEY with TEMPORAL_TLS=false would send the key in plaintext: "
+                    "unset TEMPORAL_TLS (an API key turns TLS on), or set "
+                    f"{PLAINTEXT_API_KEY_ENV}=true if the connection is protected otherwise"
+                )
             return cls(tls=False, api_key=api_key)
         if cert or ca or server_name:
             return cls(
@@ -73,7 +81,7 @@ class ConnectionSecurity:
         return cls(tls=bool(tls_flag) or api_key is not None, api_key=api_key)
 
 
-def _flag(value: str | None) -> bool | None:
+def _flag(value: str | None, variable: str = "TEMPORAL_TLS") -> bool | None:
     if value is None or not value.strip():
         return None
     lowered = value.strip().lower()
@@ -81,7 +89,7 @@ def _flag(value: str | None) -> bool | None:
         return True
     if lowered in _FALSE:
         return False
-    raise ConnectionSettingsError(f"TEMPORAL_TLS={value!r} is not a boolean; use true or false")
+    raise ConnectionSettingsError(f"{variable}={value!r} is not a boolean; use true or false")
 
 
 def _read(variable: str, path: str | None) -> bytes | None:
@@ -102,13 +110,14 @@ async def connect(
     """Connect to Temporal at `address` (default `$TEMPORAL_ADDRESS` or localhost:7233).
 
     TLS and the API key come from `security`, else from the environment
-    (`ConnectionSecurity.from_env`).
+    (`ConnectionSecurity.from_env`). Payloads are encrypted when an encryption key is configured
+    (`workers.codec`).
     """
     security = security or ConnectionSecurity.from_env()
     return await Client.connect(
         address or temporal_address(),
         namespace=namespace or temporal_namespace(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         tls=security.tls,
         api_key=security.api_key,
     )

@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import unwrap_cause
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ScanOutcome,
         ScanProgress,
         ScanRequest,
+        check_scan_id,
     )
     from sleuth.knowledge import ItemRef
 
@@ -66,6 +67,15 @@ class KnowledgeScanWorkflow:
         else:
             self._carry = ScanCarry(scan_id=request.scan_id or workflow.info().workflow_id)
         carry = self._carry
+        try:
+            check_scan_id(carry.scan_id)
+        except ValueError as exc:
+            # The default scan id is the workflow id, which the input model cannot check.
+            raise ApplicationError(
+                f"scan id {carry.scan_id[:80]!r} refused: {exc}; set `scan_id` in the input",
+                type="ConfigError",
+                non_retryable=True,
+            ) from None
         settings = request.settings
         self._publish_memo()
         item_semaphore = asyncio.Semaphore(request.concurrency)
