@@ -33,6 +33,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
 from sleuth.config import PRIVATE_FILE_MODE, private_file
+from sleuth.errors import SleuthError
 
 KEY_ENV = "SLEUTH_ENCRYPTION_KEY"
 KEY_FILE_ENV = "SLEUTH_ENCRYPTION_KEY_FILE"
@@ -43,7 +44,7 @@ KEY_BYTES = 32
 NONCE_BYTES = 12
 
 
-class EncryptionKeyError(ValueError):
+class EncryptionKeyError(SleuthError, ValueError):
     """A key setting that cannot be used, or a payload no configured key decrypts."""
 
 

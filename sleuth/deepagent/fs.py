@@ -44,7 +44,7 @@ class SandboxError(SleuthError, PermissionError):
     """A path that would leave the workspace, or is not a valid workspace path."""
 
 
-class FileTooLargeError(ValueError):
+class FileTooLargeError(SleuthError, ValueError):
     """A file over `MAX_FILE_BYTES`."""
 
     def __init__(self, path: str, size: int):
