@@ -24,6 +24,7 @@ from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
     Where,
+    as_top_k,
     check_where,
     fuse_rankings,
 )
@@ -209,9 +210,10 @@ class SQLiteStore(BaseVectorStore):
         query: str,
         *,
         embedding: Sequence[float] | None = None,
-        top_k: int = 5,
+        top_k: int | str = 5,
         where: Where | None = None,
     ) -> list[RetrievedChunk]:
+        top_k = as_top_k(top_k)
         if top_k <= 0:
             return []
         use_vectors = embedding is not None and self.dimension is not None
@@ -327,11 +329,22 @@ def _where_sql(where: Where | None) -> tuple[str, list[Any]]:
     """A SQL condition over `chunks c` for a metadata filter, and its parameters."""
     clauses, params = ["1=1"], []
     for key, values in check_where(where).items():
-        marks = ",".join("?" * len(values))
         if key in ("source", "location"):
-            clauses.append(f"c.{key} IN ({marks})")
-        else:
-            clauses.append(f"json_extract(c.metadata, ?) IN ({marks})")
-            params.append('$."' + key.replace('"', '""') + '"')
-        params.extend(values)
+            clauses.append(f"c.{key} IN ({','.join('?' * len(values))})")
+            params.extend(values)
+            continue
+        # JSON true/false read back as 1/0: match booleans by their JSON type, so 1 and True differ.
+        path = '$."' + key.replace('"', '""') + '"'
+        alternatives = []
+        plain = [value for value in values if type(value) is not bool]
+        if plain:
+            alternatives.append(
+                f"(json_extract(c.metadata, ?) IN ({','.join('?' * len(plain))})"
+                " AND json_type(c.metadata, ?) NOT IN ('true', 'false'))"
+            )
+            params.extend([path, *plain, path])
+        for flag in sorted({value for value in values if type(value) is bool}):
+            alternatives.append("json_type(c.metadata, ?) = ?")
+            params.extend([path, "true" if flag else "false"])
+        clauses.append(f"({' OR '.join(alternatives)})")
     return " AND ".join(clauses), params
