@@ -7,6 +7,8 @@ request bodies in OpenSearch's documented k-NN query format: a change of shape f
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sleuth.rag.stores import Document, OpenSearchVectorStore
