@@ -81,3 +81,12 @@ def pg_uri() -> Iterator[str]:
 
     with running_postgres() as uri:
         yield uri
+
+
+@pytest.fixture(scope="session")
+def chroma_url() -> Iterator[str]:
+    """A Chroma server (tests/chroma_server.py), started once for the session."""
+    from tests.chroma_server import running_chroma
+
+    with running_chroma() as url:
+        yield url

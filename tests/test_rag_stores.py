@@ -6,7 +6,8 @@
   one can run here, so the vector tests skip OpenSearch; tests/test_rag_opensearch.py checks the
   knn and hybrid request bodies instead;
 - `QdrantVectorStore` in Qdrant's local mode on disk;
-- `ChromaVectorStore` on Chroma's embedded persistent client;
+- `ChromaVectorStore` on Chroma's embedded persistent client, and through its HTTP client on a
+  Chroma server (`chroma run`, from the chromadb package) started for the session;
 - `PgVectorStore` on a real PostgreSQL with pgvector, started for the session on a free loopback
   port (tests/pg_server.py).
 """
@@ -34,7 +35,7 @@ from sleuth.rag.stores.base import StoreError, fuse_rankings
 from sleuth.rag.text import cosine_scores
 from tests.rag_corpus import CORPUS, ids, vector_corpus
 
-STORES = ["memory", "sqlite", "opensearch", "qdrant", "chroma", "pgvector"]
+STORES = ["memory", "sqlite", "opensearch", "qdrant", "chroma", "chroma-server", "pgvector"]
 
 MakeStore = Callable[..., BaseVectorStore]
 
@@ -59,6 +60,8 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
             store = QdrantVectorStore(name, dimension, path=tmp_path / "qdrant")
         elif kind == "chroma":
             store = ChromaVectorStore(name, dimension, path=tmp_path / "chroma")
+        elif kind == "chroma-server":
+            store = ChromaVectorStore(name, dimension, url=request.getfixturevalue("chroma_url"))
         else:
             store = PgVectorStore(name, dimension, dsn=request.getfixturevalue("pg_uri"))
         made.append(store)

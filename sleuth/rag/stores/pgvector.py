@@ -232,7 +232,7 @@ class PgVectorStore(BaseVectorStore):
 
         if not documents:
             return
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for document in documents:
             vector = None
             if document.embedding is not None:
@@ -262,7 +262,7 @@ class PgVectorStore(BaseVectorStore):
             ]
             rows.append((*row, vector) if self.dimension is not None else tuple(row))
         # One order for every writer, so two ingests upserting the same ids cannot deadlock.
-        rows.sort(key=lambda row: row[0])
+        rows.sort(key=lambda row: str(row[0]))
         vector_column = sql.SQL(", embedding") if self.dimension is not None else sql.SQL("")
         vector_value = sql.SQL(", %s::vector") if self.dimension is not None else sql.SQL("")
         vector_update = (
