@@ -145,14 +145,11 @@ def _number_forms(value: str | int | float | bool) -> list[Any]:
 
 def _same(first: Any, second: Any) -> bool:
     """Equal and of the same kind (string, boolean or number), so 1 and True stay apart."""
-    kinds = (
-        (type(first) is bool, isinstance(first, str)),
-        (
-            type(second) is bool,
-            isinstance(second, str),
-        ),
-    )
-    return kinds[0] == kinds[1] and first == second
+    return _kind(first) == _kind(second) and first == second
+
+
+def _kind(value: Any) -> str:
+    return "bool" if type(value) is bool else "str" if isinstance(value, str) else "other"
 
 
 def field_value(document: Document, key: str) -> Any:
