@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -27,7 +28,8 @@ def _free_port() -> int:
 
 @contextmanager
 def running_chroma() -> Iterator[str]:
-    chroma = shutil.which("chroma")
+    beside_python = Path(sys.executable).parent / "chroma"
+    chroma = str(beside_python) if beside_python.exists() else shutil.which("chroma")
     if chroma is None:
         raise RuntimeError("the Chroma server tests need chromadb: pip install -e '.[test]'")
     folder = Path(tempfile.mkdtemp(prefix="sleuth-chroma-"))

