@@ -82,3 +82,21 @@ def live_key(name: str) -> str:
     if not value:
         pytest.skip(f"live test: set {name} to run it")
     return value
+
+
+@pytest.fixture(scope="session")
+def pg_uri() -> Iterator[str]:
+    """A PostgreSQL server with pgvector (tests/pg_server.py), started once for the session."""
+    from tests.pg_server import running_postgres
+
+    with running_postgres() as uri:
+        yield uri
+
+
+@pytest.fixture(scope="session")
+def chroma_url() -> Iterator[str]:
+    """A Chroma server (tests/chroma_server.py), started once for the session."""
+    from tests.chroma_server import running_chroma
+
+    with running_chroma() as url:
+        yield url
