@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from sleuth.errors import SleuthError
 from sleuth.rag.tools import coerce_number
 from sleuth.rag.types import RetrievedChunk
 
@@ -37,7 +38,7 @@ RRF_K = 60
 """Reciprocal rank fusion's damping constant (the usual 60): rank r contributes 1 / (RRF_K + r)."""
 
 
-class StoreError(ValueError):
+class StoreError(SleuthError, ValueError):
     """A store cannot do what was asked (or was set up wrong); the message says what to do."""
 
 
