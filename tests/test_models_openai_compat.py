@@ -14,6 +14,7 @@ from sleuth.models import (
     NonRetryableModelError,
     OutputSchema,
     RetryableModelError,
+    ToolCall,
     ToolSpec,
 )
 from sleuth.models.base import TokenLogprob, TopLogprob
@@ -306,3 +307,74 @@ async def test_tool_calls_left_in_the_text_are_parsed() -> None:
     # Sent explicitly: some servers show the model its tools only when tool_choice is set.
     assert fake.bodies[0]["tool_choice"] == "auto"
     assert declined.tool_calls == [] and declined.text == written
+
+
+async def test_a_call_left_broken_in_the_text_is_asked_for_by_name() -> None:
+    call = {
+        "id": "call_9",
+        "type": "function",
+        "function": {"name": "search", "arguments": '{"query": "crm"}'},
+    }
+    fake = FakeOpenAI(
+        # llama-cpp-python's chatml-function-calling, when its model starts a call as prose.
+        answer_text("functions.search:"),
+        (OK, completion({"content": None, "tool_calls": [call]}, "tool_calls"), {}),
+    )
+
+    response = await fake.model().request(ASK, tools=[SEARCH])
+
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [("search", {"query": "crm"})]
+    assert [body["tool_choice"] for body in fake.bodies] == [
+        "auto",
+        {"type": "function", "function": {"name": "search"}},
+    ]
+    assert response.usage.input_tokens == 38  # both requests counted
+
+
+CALLED = [
+    Message(role="user", content="Size the CRM market"),
+    Message(
+        role="assistant",
+        tool_calls=[ToolCall(id="call_1", name="search", arguments={"query": "crm"})],
+    ),
+    Message(role="tool", tool_call_id="call_1", name="search", content="CRM is $80bn"),
+]
+# llama-cpp-python's server on an assistant turn with `content: null` (a pydantic error, as a 500).
+NULL_CONTENT_REFUSAL: Reply = (
+    500,
+    api_error(
+        "1 validation error:\n  {'type': 'string_type', 'loc': ('body', 'messages', 1, "
+        "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid "
+        "string', 'input': None}",
+        "internal_server_error",
+    ),
+    {},
+)
+
+
+async def test_a_server_wanting_string_content_gets_it_from_then_on() -> None:
+    fake = FakeOpenAI(NULL_CONTENT_REFUSAL, answer_text("About $80bn."), answer_text("Yes."))
+    model = fake.model()
+
+    first = await model.request(CALLED, tools=[SEARCH])
+    second = await model.request(CALLED, tools=[SEARCH])
+
+    assert (first.text, second.text) == ("About $80bn.", "Yes.")
+    assert [body["messages"][1]["content"] for body in fake.bodies] == [None, "", ""]
+
+
+async def test_a_500_that_is_a_validation_error_is_not_transient() -> None:
+    refusal: Reply = (
+        500,
+        api_error(
+            "1 validation error: {'type': 'missing', 'loc': ('body', 'messages', 0, 'role'), "
+            "'msg': 'Field required'}",
+            "internal_server_error",
+        ),
+        {},
+    )
+    fake = FakeOpenAI(refusal)
+
+    with pytest.raises(NonRetryableModelError, match="refused the request .* as invalid"):
+        await fake.model().request(ASK)
+    assert len(fake.requests) == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sleuth.models import ToolSpec
-from sleuth.models.toolcalls import parse_tool_calls
+from sleuth.models.toolcalls import intended_tool, parse_tool_calls
 
 LOOKUP = ToolSpec(
     name="lookup",
@@ -92,3 +92,16 @@ def test_other_servers_call_formats_are_calls(text: str) -> None:
     assert [(c.name, c.arguments) for c in calls] == [("lookup", {"topic": "crm"})]
     assert not malformed
     assert content == ""
+
+
+def test_llama_cpp_function_calling_prefix_is_a_call() -> None:
+    content, calls, malformed = parse_tool_calls('functions.lookup:\n{ "topic": "crm" }', OFFERED)
+    assert [(c.name, c.arguments) for c in calls] == [("lookup", {"topic": "crm"})]
+    assert content == "" and not malformed
+
+    # The server cut the call off after its name: a call the model meant, to ask for by name.
+    cut = "functions.lookup:"
+    assert parse_tool_calls(cut, OFFERED) == ("", [], True)
+    assert intended_tool(cut, OFFERED) == "lookup"
+    assert intended_tool('<tool_call>{"name": "lookup", "arguments": {', OFFERED) == "lookup"
+    assert intended_tool("functions.unknown:", OFFERED) is None

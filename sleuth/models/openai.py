@@ -17,9 +17,13 @@ What servers disagree on, and how the adapter copes:
   that refuses them is asked again without, and not asked again; the answer's `logprobs` is None.
 - **Tool calls**: `tool_choice` is sent as "auto" whenever tools are (some servers only show a
   model its tools when it is); calls a server leaves in the text (`<tool_call>` blocks, bare
-  call objects) are parsed as the local model's are (`sleuth.models.toolcalls`).
-- A parameter a server refuses is a configuration problem, never a transient one: such an answer
-  is non-retryable even when the server sends it as a 500, and its message names the setting.
+  call objects) are parsed as the local model's are (`sleuth.models.toolcalls`), and a call
+  left there broken is asked for again by the tool's name.
+- **Messages**: an assistant turn that only calls tools carries `content: null`, as the API
+  specifies; a server that wants a string there (llama-cpp-python's) gets `""` from then on.
+- A parameter a server refuses, or a request it calls invalid, is a configuration problem, never a
+  transient one: such an answer is non-retryable even when the server sends it as a 500, and its
+  message names the setting.
 """
 
 from __future__ import annotations
@@ -50,7 +54,9 @@ from sleuth.models.openai_compat import (
     STRUCTURED_OUTPUT_ENV,
     StructuredMode,
     StructuredSetting,
+    invalid_request,
     refused_parameters,
+    refuses_null_content,
     structured_output_setting,
 )
 from sleuth.models.openai_schema import (
@@ -60,7 +66,7 @@ from sleuth.models.openai_schema import (
     strict_json_schema,
     with_instruction,
 )
-from sleuth.models.toolcalls import parse_tool_calls
+from sleuth.models.toolcalls import intended_tool, parse_tool_calls
 from sleuth.redact import redact
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -186,15 +192,27 @@ class OpenAIModel:
         mode = self._structured_mode() if output_schema is not None else None
         if top_logprobs is not None and MEMORY.logprobs_refused(self.server):
             top_logprobs = None
+        spent = Usage()
+        string_content = MEMORY.wants_string_content(self.server)
         while True:
             params, output_tool = self._params(
                 messages, tools, output_schema, mode, max_output_tokens, tool_choice, top_logprobs
             )
+            if string_content:
+                params["messages"] = [_string_content(param) for param in params["messages"]]
             try:
                 completion = await self.client.chat.completions.create(**params)
             except openai.APIStatusError as exc:
                 error_text = self._error_text(exc)
                 refused = refused_parameters(exc.status_code, error_text, _sent_groups(params))
+                if (
+                    not string_content
+                    and _has_null_content(params)
+                    and refuses_null_content(error_text)
+                ):
+                    MEMORY.want_string_content(self.server, error_text)
+                    string_content = True
+                    continue
                 if "logprobs" in refused:
                     MEMORY.refuse_logprobs(self.server, error_text)
                     top_logprobs = None
@@ -211,7 +229,15 @@ class OpenAIModel:
                 raise self._status_error(exc, error_text, refused) from None
             except openai.APIError as exc:
                 raise self._other_error(exc) from None
-            return self._response(completion, tools or [], output_tool, mode, tool_choice)
+            response, meant = self._response(
+                completion, tools or [], output_tool, mode, tool_choice
+            )
+            spent = spent + response.usage
+            if meant is None:
+                return response.model_copy(update={"usage": spent})
+            # The model started a call the server left as broken text: ask for that tool by
+            # name, which servers constrain to the tool's parameters.
+            tool_choice = meant
 
     def _structured_mode(self) -> StructuredMode:
         if self.structured_output == "auto":
@@ -307,7 +333,9 @@ class OpenAIModel:
         output_tool: ToolSpec | None,
         mode: StructuredMode | None,
         tool_choice: str | None,
-    ) -> ModelResponse:
+    ) -> tuple[ModelResponse, str | None]:
+        """The response, and the tool to ask for by name when the model started a call to it
+        that did not parse (None: the response stands)."""
         if not completion.choices:
             raise RetryableModelError(f"OpenAI returned no choices for model {self.name!r}")
         choice = completion.choices[0]
@@ -318,11 +346,14 @@ class OpenAIModel:
             text = message.refusal
         calls = [_tool_call(call) for call in message.tool_calls or []]
         offered = [*tools, *([output_tool] if output_tool else [])]
+        meant = None
         if not calls and offered and tool_choice != "none" and text:
             # A server that does not parse its model's calls returns them as text.
-            content, written, _ = parse_tool_calls(text, offered)
+            content, written, malformed = parse_tool_calls(text, offered)
             if written:
                 text, calls, finish_reason = content, written, "tool_calls"
+            elif malformed and tool_choice in (None, "auto", "required"):
+                meant = intended_tool(text, offered)
         structured = None
         if output_tool is not None:
             answer = next((call for call in calls if call.name == output_tool.name), None)
@@ -338,7 +369,7 @@ class OpenAIModel:
                 input_tokens=completion.usage.prompt_tokens or 0,
                 output_tokens=completion.usage.completion_tokens or 0,
             )
-        return ModelResponse(
+        response = ModelResponse(
             text=text,
             tool_calls=calls,
             structured=structured,
@@ -347,6 +378,7 @@ class OpenAIModel:
             finish_reason=finish_reason,
             logprobs=_logprobs(choice.logprobs),
         )
+        return response, meant
 
     def _error_text(self, exc: openai.APIStatusError) -> str:
         """The server's own words: the message inside its error body (redacted)."""
@@ -355,6 +387,16 @@ class OpenAIModel:
     def _status_error(
         self, exc: openai.APIStatusError, error_text: str, refused: set[str]
     ) -> ModelError:
+        if not refused and invalid_request(exc.status_code, error_text):
+            return NonRetryableModelError(
+                redact(
+                    f"the server at {self.server[0]} refused the request to {self.name!r} as "
+                    f"invalid (HTTP {exc.status_code}, a validation error: retrying cannot fix "
+                    f"it). Server said: {error_text}",
+                    secrets=self._secrets,
+                ),
+                status_code=exc.status_code,
+            )
         if refused:
             parameter = sorted(refused)[0]
             hint = _REFUSAL_HINTS.get(
@@ -397,6 +439,14 @@ def _sent_groups(params: dict[str, Any]) -> set[str]:
     """The request's parameter names, as `refused_parameters` reads them."""
     sent = set(params) - {"model", "messages", "extra_body", "tool_choice", "top_logprobs"}
     return sent | set(params.get("extra_body") or {})
+
+
+def _has_null_content(params: dict[str, Any]) -> bool:
+    return any(message.get("content", "") is None for message in params["messages"])
+
+
+def _string_content(param: dict[str, Any]) -> dict[str, Any]:
+    return {**param, "content": ""} if param.get("content", "") is None else param
 
 
 def _output_tool(output_schema: OutputSchema, tools: list[ToolSpec]) -> ToolSpec:

@@ -4,8 +4,9 @@ Servers differ in what they accept: llama.cpp's servers take `response_format` `
 not `json_schema`, some gateways take neither, some models refuse `logprobs`. When a server
 refuses a parameter, its error answer names it (a 400, or a 500 from servers that validate late);
 `refused_parameters` reads that answer, and `ServerMemory` remembers per base URL and model, for
-the life of the process, which structured-output mode works and whether token probabilities do,
-so only the first request pays for finding out.
+the life of the process, which structured-output mode works, whether token probabilities do, and
+whether a tool-calling turn without text must carry `""` rather than null, so only the first
+request pays for finding out.
 """
 
 from __future__ import annotations
@@ -65,6 +66,24 @@ def structured_output_setting(value: str | None) -> StructuredSetting:
     )
 
 
+_VALIDATION_ERROR = re.compile(
+    r"(?i)validation error|literal_error|input should be|extra_forbidden|field required"
+)
+_NULL_CONTENT = re.compile(r"(?i)valid string|expected a string|got null|must be a string")
+
+
+def invalid_request(status_code: int, error_text: str) -> bool:
+    """A 5xx that is the server refusing the request's shape (FastAPI-based servers answer
+    validation errors that way): sending the same request again cannot succeed."""
+    return status_code >= 500 and bool(_VALIDATION_ERROR.search(error_text))
+
+
+def refuses_null_content(error_text: str) -> bool:
+    """Whether the server wants message content as a string where the request sent null (an
+    assistant turn that only calls tools; llama-cpp-python's server wants "")."""
+    return "content" in error_text and bool(_NULL_CONTENT.search(error_text))
+
+
 def refused_parameters(status_code: int, error_text: str, sent: set[str]) -> set[str]:
     """The parameters among `sent` that a server's error answer says it does not support.
 
@@ -92,6 +111,7 @@ class ServerMemory:
     def __init__(self) -> None:
         self._modes: dict[tuple[str, str], StructuredMode] = {}
         self._no_logprobs: set[tuple[str, str]] = set()
+        self._string_content: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def forget(self) -> None:
@@ -99,6 +119,7 @@ class ServerMemory:
         with self._lock:
             self._modes.clear()
             self._no_logprobs.clear()
+            self._string_content.clear()
 
     def structured_mode(self, server: tuple[str, str]) -> StructuredMode:
         """The mode `auto` uses for `server`: the first that has not been refused."""
@@ -142,6 +163,23 @@ class ServerMemory:
             self._no_logprobs.add(server)
         log.warning(
             "openai.logprobs_refused",
+            server=redact(server[0]),
+            model=server[1],
+            reason=preview(redact(reason), 300),
+        )
+
+    def wants_string_content(self, server: tuple[str, str]) -> bool:
+        with self._lock:
+            return server in self._string_content
+
+    def want_string_content(self, server: tuple[str, str], reason: str) -> None:
+        """Record that `server` refuses null message content (logged once)."""
+        with self._lock:
+            if server in self._string_content:
+                return
+            self._string_content.add(server)
+        log.info(
+            "openai.string_content",
             server=redact(server[0]),
             model=server[1],
             reason=preview(redact(reason), 300),

@@ -5,7 +5,9 @@ template or tool parser does not turn a small model's calls into `tool_calls` re
 content. Both come as `<tool_call>{json}</tool_call>` blocks (the Hermes/Qwen protocol), or, as
 small models write them, as the bare `{"name": ..., "arguments": ...}` object after some prose,
 inside a code fence or inside a list (`[TOOL_CALLS] [...]`). Llama-style `"parameters"` is read
-as `"arguments"`.
+as `"arguments"`. llama-cpp-python's `chatml-function-calling` protocol, `functions.<name>:`
+followed by the arguments object, is read too (that server leaves it in the text when its model
+starts a call where the server expected prose).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from sleuth.models.base import ToolCall, ToolSpec
 
 _TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _BARE_CALL_RE = re.compile(r'\{\s*"name"\s*:')
+_PREFIXED_CALL_RE = re.compile(r"functions\.([A-Za-z0-9_\-]+):")
+_NAMED_CALL_RE = re.compile(r'"name"\s*:\s*"([^"]+)"|functions\.([A-Za-z0-9_\-]+):')
 _CALL_MARKERS = ("[", "[TOOL_CALLS]", "<|python_tag|>", "```json", "```")
 """What servers write just before a bare call (in this order); not part of the prose."""
 
@@ -45,7 +49,9 @@ def parse_tool_calls(text: str, offered: list[ToolSpec]) -> ParsedText:
     if start >= 0:
         blocks = _TOOL_CALL_RE.findall(text[start:])
     else:
-        blocks, start = _bare_calls(text, specs)
+        blocks, start = _prefixed_calls(text, specs)
+        if not blocks:
+            blocks, start = _bare_calls(text, specs)
         if not blocks:
             return ParsedText(text.strip(), [], False)
     calls: list[ToolCall] = []
@@ -60,6 +66,37 @@ def parse_tool_calls(text: str, offered: list[ToolSpec]) -> ParsedText:
     for marker in _CALL_MARKERS:
         content = content.removesuffix(marker).rstrip()
     return ParsedText(content, calls, malformed or not calls)
+
+
+def intended_tool(text: str, offered: list[ToolSpec]) -> str | None:
+    """The first offered tool that `text` starts a call to, parsed or not: after a malformed call
+    it is the tool to ask for by name."""
+    names = {spec.name for spec in offered}
+    for match in _NAMED_CALL_RE.finditer(text):
+        name = match.group(1) or match.group(2)
+        if name in names:
+            return name
+    return None
+
+
+def _prefixed_calls(text: str, specs: dict[str, ToolSpec]) -> tuple[list[str], int]:
+    """`functions.<name>:` calls to offered tools, as `{"name", "arguments"}` blocks."""
+    decoder = json.JSONDecoder()
+    blocks: list[str] = []
+    first = -1
+    for match in _PREFIXED_CALL_RE.finditer(text):
+        name = match.group(1)
+        if name not in specs:
+            continue
+        first = match.start() if first < 0 else first
+        rest = text[match.end() :].lstrip()
+        try:
+            arguments, _ = decoder.raw_decode(rest)
+        except json.JSONDecodeError:
+            blocks.append(json.dumps({"name": name, "arguments": None}))
+            continue
+        blocks.append(json.dumps({"name": name, "arguments": arguments}))
+    return blocks, first
 
 
 def _bare_calls(text: str, specs: dict[str, ToolSpec]) -> tuple[list[str], int]:
