@@ -17,8 +17,9 @@ from sleuth.models import (
     ToolCall,
     ToolSpec,
 )
-from sleuth.models.openai import INVALID_ARGUMENTS_KEY, OpenAIModel, strict_json_schema
+from sleuth.models.openai import OpenAIModel, strict_json_schema
 from sleuth.models.openai_compat import MEMORY
+from sleuth.models.openai_messages import INVALID_ARGUMENTS_KEY
 from tests.fake_openai import FakeOpenAI, api_error, completion
 
 

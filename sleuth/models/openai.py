@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal, assert_never
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import openai
 
@@ -42,10 +43,7 @@ from sleuth.models.base import (
     NonRetryableModelError,
     OutputSchema,
     RetryableModelError,
-    TokenLogprob,
-    ToolCall,
     ToolSpec,
-    TopLogprob,
     Usage,
 )
 from sleuth.models.openai_compat import (
@@ -58,6 +56,13 @@ from sleuth.models.openai_compat import (
     refused_parameters,
     refuses_null_content,
     structured_output_setting,
+)
+from sleuth.models.openai_messages import (
+    message_param,
+    token_logprobs,
+    tool_call,
+    tool_choice_param,
+    tool_param,
 )
 from sleuth.models.openai_schema import (
     json_in_text,
@@ -73,9 +78,6 @@ API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 PLACEHOLDER_API_KEY = "sleuth-no-key"
 """Sent to `base_url` servers when no key is configured: most local servers ignore the header."""
-INVALID_ARGUMENTS_KEY = "_invalid_json"
-"""A tool call whose arguments are not a JSON object carries the raw text under this key, so the
-tool's argument validation rejects it and the model is told, instead of the run failing."""
 MAX_TOP_LOGPROBS = 20
 """The most alternatives per token the Chat Completions API returns."""
 OUTPUT_TOOL_DESCRIPTION = "Give the final answer as this tool's arguments."
@@ -93,6 +95,16 @@ _REFUSAL_HINTS = {
     "max_completion_tokens": "pass openai_max_tokens_field='max_tokens'",
     "max_tokens": "pass openai_max_tokens_field='max_completion_tokens'",
 }
+
+
+@dataclass
+class _Attempt:
+    """What the next request of one `request` call sends, adjusted as the server refuses parts."""
+
+    mode: StructuredMode | None
+    top_logprobs: int | None
+    tool_choice: str | None
+    string_content: bool
 
 
 class OpenAIModel:
@@ -189,55 +201,61 @@ class OpenAIModel:
                 f"top_logprobs={top_logprobs} is outside 0..{MAX_TOP_LOGPROBS}, the range the "
                 "Chat Completions API accepts"
             )
-        mode = self._structured_mode() if output_schema is not None else None
-        if top_logprobs is not None and MEMORY.logprobs_refused(self.server):
-            top_logprobs = None
+        attempt = _Attempt(
+            mode=self._structured_mode() if output_schema is not None else None,
+            top_logprobs=None if MEMORY.logprobs_refused(self.server) else top_logprobs,
+            tool_choice=tool_choice,
+            string_content=MEMORY.wants_string_content(self.server),
+        )
         spent = Usage()
-        string_content = MEMORY.wants_string_content(self.server)
         while True:
             params, output_tool = self._params(
-                messages, tools, output_schema, mode, max_output_tokens, tool_choice, top_logprobs
+                messages, tools, output_schema, max_output_tokens, attempt
             )
-            if string_content:
-                params["messages"] = [_string_content(param) for param in params["messages"]]
             try:
                 completion = await self.client.chat.completions.create(**params)
             except openai.APIStatusError as exc:
                 error_text = self._error_text(exc)
                 refused = refused_parameters(exc.status_code, error_text, _sent_groups(params))
-                if (
-                    not string_content
-                    and _has_null_content(params)
-                    and refuses_null_content(error_text)
-                ):
-                    MEMORY.want_string_content(self.server, error_text)
-                    string_content = True
+                if self._adapt(attempt, params, error_text, refused):
                     continue
-                if "logprobs" in refused:
-                    MEMORY.refuse_logprobs(self.server, error_text)
-                    top_logprobs = None
-                    continue
-                if mode is not None and self.structured_output == "auto":
-                    parameter = MODE_PARAMETER[mode]
-                    if parameter in refused:
-                        following = MEMORY.fall_back(self.server, mode, error_text)
-                        if following is not None:
-                            mode = following
-                            continue
                 # The SDK's exception carries the raw error body: kept out of the cause chain
                 # (and so out of workflow histories), only the redacted message goes on.
                 raise self._status_error(exc, error_text, refused) from None
             except openai.APIError as exc:
                 raise self._other_error(exc) from None
             response, meant = self._response(
-                completion, tools or [], output_tool, mode, tool_choice
+                completion, tools or [], output_tool, attempt.mode, attempt.tool_choice
             )
             spent = spent + response.usage
             if meant is None:
                 return response.model_copy(update={"usage": spent})
             # The model started a call the server left as broken text: ask for that tool by
             # name, which servers constrain to the tool's parameters.
-            tool_choice = meant
+            attempt.tool_choice = meant
+
+    def _adapt(
+        self, attempt: _Attempt, params: dict[str, Any], error_text: str, refused: set[str]
+    ) -> bool:
+        """Change `attempt` to avoid what the server just refused, and remember that for the
+        server; False when there is nothing to change (the error stands)."""
+        if (
+            not attempt.string_content
+            and _has_null_content(params)
+            and refuses_null_content(error_text)
+        ):
+            MEMORY.want_string_content(self.server, error_text)
+            attempt.string_content = True
+            return True
+        if "logprobs" in refused:
+            MEMORY.refuse_logprobs(self.server, error_text)
+            attempt.top_logprobs = None
+            return True
+        mode = attempt.mode
+        if mode is None or self.structured_output != "auto" or MODE_PARAMETER[mode] not in refused:
+            return False
+        attempt.mode = MEMORY.fall_back(self.server, mode, error_text)
+        return attempt.mode is not None
 
     def _structured_mode(self) -> StructuredMode:
         if self.structured_output == "auto":
@@ -249,12 +267,11 @@ class OpenAIModel:
         messages: list[Message],
         tools: list[ToolSpec] | None,
         output_schema: OutputSchema | None,
-        mode: StructuredMode | None,
         max_output_tokens: int | None,
-        tool_choice: str | None,
-        top_logprobs: int | None,
+        attempt: _Attempt,
     ) -> tuple[dict[str, Any], ToolSpec | None]:
         """The request's parameters, and the tool that carries the answer in "tool" mode."""
+        mode, tool_choice = attempt.mode, attempt.tool_choice
         offered = list(tools or [])
         output_tool = None
         if output_schema is not None and mode in ("json_object", "prompt"):
@@ -266,23 +283,13 @@ class OpenAIModel:
                 tool_choice = output_tool.name
         params: dict[str, Any] = {
             "model": self.name,
-            "messages": [_message_param(message) for message in messages],
+            "messages": [message_param(m, attempt.string_content) for m in messages],
         }
         if offered:
-            params["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": spec.name,
-                        "description": spec.description,
-                        "parameters": spec.parameters,
-                    },
-                }
-                for spec in offered
-            ]
+            params["tools"] = [tool_param(spec) for spec in offered]
             # Explicit even though OpenAI defaults to it: some servers (llama-cpp-python's
             # chatml-function-calling) show the model its tools only when tool_choice is set.
-            params["tool_choice"] = _tool_choice_param(tool_choice or "auto", offered)
+            params["tool_choice"] = tool_choice_param(tool_choice or "auto", offered)
             if self.parallel_tool_calls is not None:
                 params["parallel_tool_calls"] = self.parallel_tool_calls
         elif tool_choice not in (None, "auto", "none"):
@@ -295,9 +302,9 @@ class OpenAIModel:
             params["response_format"] = {"type": "json_object"}
         if max_output_tokens is not None:
             params[self.max_tokens_field] = max_output_tokens
-        if top_logprobs is not None:
+        if attempt.top_logprobs is not None:
             params["logprobs"] = True
-            params["top_logprobs"] = top_logprobs
+            params["top_logprobs"] = attempt.top_logprobs
         optional = {
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -344,7 +351,7 @@ class OpenAIModel:
         text = message.content or ""
         if not text and message.refusal:
             text = message.refusal
-        calls = [_tool_call(call) for call in message.tool_calls or []]
+        calls = [tool_call(call) for call in message.tool_calls or []]
         offered = [*tools, *([output_tool] if output_tool else [])]
         meant = None
         if not calls and offered and tool_choice != "none" and text:
@@ -376,7 +383,7 @@ class OpenAIModel:
             usage=usage,
             model=completion.model or self.name,
             finish_reason=finish_reason,
-            logprobs=_logprobs(choice.logprobs),
+            logprobs=token_logprobs(choice.logprobs),
         )
         return response, meant
 
@@ -445,10 +452,6 @@ def _has_null_content(params: dict[str, Any]) -> bool:
     return any(message.get("content", "") is None for message in params["messages"])
 
 
-def _string_content(param: dict[str, Any]) -> dict[str, Any]:
-    return {**param, "content": ""} if param.get("content", "") is None else param
-
-
 def _output_tool(output_schema: OutputSchema, tools: list[ToolSpec]) -> ToolSpec:
     """The tool whose arguments are the answer, named so no real tool clashes with it."""
     name = f"final_{schema_name(output_schema.name)[:56]}"
@@ -458,74 +461,3 @@ def _output_tool(output_schema: OutputSchema, tools: list[ToolSpec]) -> ToolSpec
     return ToolSpec(
         name=name, description=OUTPUT_TOOL_DESCRIPTION, parameters=output_schema.json_schema
     )
-
-
-def _logprobs(logprobs: Any) -> list[TokenLogprob] | None:
-    if logprobs is None or not getattr(logprobs, "content", None):
-        return None
-    return [
-        TokenLogprob(
-            token=entry.token,
-            logprob=entry.logprob,
-            top=[TopLogprob(token=alt.token, logprob=alt.logprob) for alt in entry.top_logprobs],
-        )
-        for entry in logprobs.content
-    ]
-
-
-def _message_param(message: Message) -> dict[str, Any]:
-    role = message.role
-    if role == "system":
-        return {"role": "system", "content": message.content}
-    if role == "user":
-        return {"role": "user", "content": message.content}
-    if role == "assistant":
-        param: dict[str, Any] = {"role": "assistant", "content": message.content or None}
-        if message.tool_calls:
-            param["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-                }
-                for call in message.tool_calls
-            ]
-        return param
-    if role == "tool":
-        if not message.tool_call_id:
-            raise NonRetryableModelError(
-                "a tool message has no tool_call_id; every tool result must name the call it answers"
-            )
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-    assert_never(role)
-
-
-def _tool_choice_param(tool_choice: str, tools: list[ToolSpec]) -> Any:
-    if tool_choice in ("auto", "none", "required"):
-        return tool_choice
-    names = [spec.name for spec in tools]
-    if tool_choice not in names:
-        raise NonRetryableModelError(
-            f"tool_choice {tool_choice!r} is not one of the request's tools: {', '.join(names)}"
-        )
-    return {"type": "function", "function": {"name": tool_choice}}
-
-
-def _tool_call(call: Any) -> ToolCall:
-    if call.type != "function":
-        raise NonRetryableModelError(
-            f"OpenAI returned a {call.type!r} tool call; Sleuth only sends function tools"
-        )
-    raw = call.function.arguments or "{}"
-    arguments = _json_object(raw)
-    if arguments is None:
-        arguments = {INVALID_ARGUMENTS_KEY: raw}
-    return ToolCall(id=call.id, name=call.function.name, arguments=arguments)
-
-
-def _json_object(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
