@@ -1,4 +1,11 @@
-"""Activities of knowledge scans: list a page of items, research one item, record a failure."""
+"""Activities of knowledge scans: list a page of items, research one item, record a failure.
+
+All three heartbeat on a timer. An item researched with a `ResearchSpec` runs its graph node by
+node with its progress in the activity's checkpoint journal (`activities.checkpoints`): the state
+after every node and the execute loop's checkpoint after every model turn and tool call. A
+retried item resumes there, so its completed tool calls are not run again. Any other research
+config runs whole, and a retry starts it over (its row upsert makes that harmless to the sink).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ from typing import Any
 
 from temporalio import activity
 
+from activities.checkpoints import Journal
 from activities.errors import ConfigError, mapped_errors
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeating, journaled
 from activities.scan_models import (
     ListPageInput,
     ListPageOutput,
@@ -18,9 +26,19 @@ from activities.scan_models import (
     ResearchItemOutput,
 )
 from sleuth.app import App, UnknownNameError
-from sleuth.knowledge import KnowledgeProvider, research_item
+from sleuth.artifacts import ArtifactStore, default_artifact_store
+from sleuth.knowledge import ItemRef, KnowledgeProvider, KnowledgeRow, research_item, row_for
 from sleuth.log import get_logger
+from sleuth.research import (
+    DONE,
+    ResearchResult,
+    ResearchSpec,
+    ResearchState,
+    finish,
+    next_node,
+)
 from sleuth.sinks import RowSink, UnknownSinkError, failed_record, ok_record, open_sink
+from sleuth.state import LoopState
 
 log = get_logger(__name__)
 
@@ -28,9 +46,14 @@ log = get_logger(__name__)
 class ScanActivities:
     """Scan steps bound to an App: providers, research configs and sinks are looked up by name."""
 
-    def __init__(self, app: App):
+    def __init__(self, app: App, store: ArtifactStore | None = None):
         self.app = app
+        self._store = store
         self._sinks: dict[str | None, RowSink] = {}
+
+    @property
+    def store(self) -> ArtifactStore:
+        return self._store or default_artifact_store()
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.list_page, self.research_item, self.record_failure]
@@ -69,9 +92,10 @@ class ScanActivities:
         # name: building the config here would load its model in the listing step).
         if request.research not in self.app.research_names:
             raise UnknownNameError("research config", request.research, self.app.research_names)
-        items, next_cursor = await asyncio.to_thread(
-            provider.list_page, request.cursor, request.page_size
-        )
+        async with heartbeating():
+            items, next_cursor = await asyncio.to_thread(
+                provider.list_page, request.cursor, request.page_size
+            )
         for item in items:
             item.provider = item.provider or request.provider
         sink = self._sink(request.sink)
@@ -90,8 +114,7 @@ class ScanActivities:
         """Run the item's research in this worker and upsert its row (a retry replaces it)."""
         provider = self._provider(request.provider)
         research = self.app.get_research(request.research)
-        async with heartbeating():
-            row = await research_item(provider, research, request.item)
+        row = await self._research(provider, research, request.item)
         sink = self._sink(request.sink)
         record = ok_record(request.scan_id, request.item.id, request.item.display, row.data)
         await asyncio.to_thread(sink.put, record)
@@ -109,7 +132,48 @@ class ScanActivities:
         record = failed_record(
             request.scan_id, request.item.id, request.item.display, request.error
         )
-        await asyncio.to_thread(sink.put, record)
+        async with heartbeating():
+            await asyncio.to_thread(sink.put, record)
         log.warning(
             "scan item failed", scan_id=request.scan_id, item=request.item.id, error=request.error
         )
+
+    async def _research(
+        self, provider: KnowledgeProvider, research: object, item: ItemRef
+    ) -> KnowledgeRow:
+        if not isinstance(research, ResearchSpec):
+            async with heartbeating():
+                return await research_item(provider, research, item)
+        async with journaled(self.store) as journal:
+            result = await _research_in_journal(
+                research, provider.question(item), journal, self.app
+            )
+        return row_for(provider, item, result)
+
+
+async def _research_in_journal(
+    spec: ResearchSpec, prompt: str, journal: Journal, app: App
+) -> ResearchResult:
+    """`spec.execute(prompt)`, node by node, with the state after each node and the execute loop's
+    checkpoints in `journal`: a retried attempt picks up where the last one stopped."""
+    state = journal.get("research", ResearchState) or spec.initial_state(prompt)
+    while (node := next_node(state)) != DONE:
+        if node == "execute":
+
+            async def save_loop(loop: LoopState) -> None:
+                await journal.save(loop=loop)
+
+            state = await spec.run_node(
+                node,
+                state,
+                app=app,
+                checkpoint=journal.get("loop", LoopState),
+                on_checkpoint=save_loop,
+            )
+        else:
+            state = await spec.run_node(node, state, app=app)
+        await journal.save(research=state, loop=None)
+    state = finish(state)
+    return ResearchResult(
+        final_state=state.final_state(), state=state, output_schema=spec.output_schema
+    )

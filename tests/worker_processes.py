@@ -1,4 +1,5 @@
-"""Worker processes for crash tests: start `sleuth worker` apart from the test, kill it, wait."""
+"""Worker processes for crash tests: start `sleuth worker` apart from the test, kill it, wait, and
+read what a killed step left behind (its checkpoint journal)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+
+from activities.checkpoints import journal_name, read_journal
+from sleuth.artifacts import default_artifact_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,3 +91,16 @@ async def wait_for(
             extra = f"\n{detail()}" if detail is not None else ""
             raise AssertionError(f"timed out waiting for {what}{extra}")
         await asyncio.sleep(0.05)
+
+
+async def pending_journal(handle: WorkflowHandle, activity_type: str) -> dict[str, Any] | None:
+    """The newest durable checkpoint of the workflow's running `activity_type` activity (None
+    while it has none), read from the artifact store as a retried attempt would."""
+    description = await handle.describe()
+    for pending in description.raw_description.pending_activities:
+        if pending.activity_type.name == activity_type:
+            name = journal_name(
+                handle._client.namespace, description.id, description.run_id, pending.activity_id
+            )
+            return await asyncio.to_thread(read_journal, default_artifact_store(), name)
+    return None
