@@ -10,11 +10,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings
 
 
 def _stage_defaults() -> ActivitySettings:
-    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=60.0)
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
 class PipelineConfig(BaseModel):
@@ -26,11 +27,14 @@ class PipelineConfig(BaseModel):
     )
     """Reading the pipeline's shape from the worker's App."""
     stage: ActivitySettings = Field(default_factory=_stage_defaults)
-    """One agent stage: a whole agent run, so it heartbeats while it works."""
+    """One agent stage: a whole agent run, so it heartbeats while it works and checkpoints every
+    step."""
     condition: ActivitySettings = Field(
-        default_factory=lambda: ActivitySettings(start_to_close_seconds=300)
+        default_factory=lambda: ActivitySettings(
+            start_to_close_seconds=300, heartbeat_seconds=HEARTBEAT_SECONDS
+        )
     )
-    """A LoopAgent's condition on the latest output."""
+    """A LoopAgent's condition on the latest output (a function, possibly a model call)."""
     heartbeat_every_seconds: float = 10.0
     """How often a running stage heartbeats (keep it well under `stage.heartbeat_seconds`)."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from sleuth.knowledge import ItemRef
 
 FAILED_LIST_LIMIT = 200
@@ -22,17 +23,22 @@ class ScanSettings(BaseModel):
     """Start-to-close timeout of listing one page of items."""
     list_max_attempts: int = 10
     """Attempts at listing a page before the scan fails (a provider that cannot list is fatal)."""
+    list_heartbeat_seconds: float = Field(default=HEARTBEAT_SECONDS, gt=0)
+    """Listing a page heartbeats about three times within this; a silent worker is declared dead
+    after it, and the page is listed again elsewhere."""
     item_timeout_seconds: float = 900.0
     """Start-to-close timeout of researching one item (the whole research run, all its nodes)."""
-    item_heartbeat_seconds: float = 60.0
+    item_heartbeat_seconds: float = Field(default=HEARTBEAT_SECONDS, gt=0)
     """An item's activity heartbeats about three times within this; a silent worker is declared
-    dead after it, and the item is retried elsewhere."""
+    dead after it, and the item is retried elsewhere (resuming from its checkpoint)."""
     item_max_attempts: int = 3
     """Attempts per item; after the last one the item is recorded as failed and the scan goes on."""
     item_initial_retry_seconds: float = 2.0
     """Wait before an item's second attempt (doubles each attempt)."""
     record_timeout_seconds: float = 60.0
     """Start-to-close timeout of recording an item's failure in the sink."""
+    record_heartbeat_seconds: float = Field(default=HEARTBEAT_SECONDS, gt=0)
+    """Recording a failure heartbeats about three times within this (a slow remote sink)."""
     history_event_budget: int = 4000
     """Continue-as-new once a run's history holds this many events (or when the server suggests
     it, whichever comes first), so every run stays small and fast to replay."""
