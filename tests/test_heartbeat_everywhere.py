@@ -14,20 +14,15 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.agent import AgentActivities
-from activities.agent_models import AgentStepConfig, StepInput
+from activities.agent_models import StepInput
 from activities.decompose import DecomposeActivities
-from activities.decompose_models import DecideInput, DecomposeConfig
+from activities.decompose_models import DecideInput
 from activities.pipeline import PipelineActivities
-from activities.pipeline_models import ConditionInput, PipelineConfig, StageInput
+from activities.pipeline_models import ConditionInput, StageInput
 from activities.research import ResearchActivities
-from activities.research_models import NodeInput, ResearchNodeConfig
+from activities.research_models import NodeInput
 from activities.scan import ScanActivities
-from activities.scan_models import (
-    ListPageInput,
-    RecordFailureInput,
-    ResearchItemInput,
-    ScanSettings,
-)
+from activities.scan_models import ListPageInput, RecordFailureInput, ResearchItemInput
 from sleuth.agent import Agent
 from sleuth.app import App
 from sleuth.artifacts import default_artifact_store, put_json
@@ -41,6 +36,7 @@ from sleuth.research import create_research_workflow
 from sleuth.sinks import RowRecord, SQLiteRowSink
 from sleuth.state import EvidenceItem
 from sleuth.tools import tool
+from tests.fault_matrix import default_heartbeats
 
 SLOW = 0.6
 """Each case's model, tool, provider or sink call takes this long: over three heartbeat timeouts."""
@@ -240,30 +236,3 @@ def test_every_long_activity_defaults_to_a_heartbeat_timeout_of_at_most_20_secon
     }
     too_long = {name: seconds for name, seconds in defaults.items() if not 0 < seconds <= 20}
     assert not too_long
-
-
-def default_heartbeats() -> dict[str, float]:
-    """The default heartbeat timeout of every heartbeating activity, by activity name."""
-    research = ResearchNodeConfig()
-    agent = AgentStepConfig()
-    decompose = DecomposeConfig()
-    pipeline = PipelineConfig()
-    scan = ScanSettings()
-    found: dict[str, float | None] = {
-        **{f"research.{node}": research.for_node(node).heartbeat_seconds for node in NODES},
-        "agent.model_turn": agent.model.heartbeat_seconds,
-        "agent.tool": agent.tool.heartbeat_seconds,
-        "agent.subagent": agent.subagent.heartbeat_seconds,
-        "decompose.decide": decompose.decide.heartbeat_seconds,
-        "decompose.solve": decompose.solve.heartbeat_seconds,
-        "decompose.synthesize": decompose.synthesize.heartbeat_seconds,
-        "pipeline.stage": pipeline.stage.heartbeat_seconds,
-        "pipeline.condition": pipeline.condition.heartbeat_seconds,
-        "scan.list_page": scan.list_heartbeat_seconds,
-        "scan.research_item": scan.item_heartbeat_seconds,
-        "scan.record_failure": scan.record_heartbeat_seconds,
-    }
-    return {name: seconds or 0.0 for name, seconds in found.items()}
-
-
-NODES = ("execute", "causal_inference", "summarize", "grounding_eval", "regenerate", "replan")
