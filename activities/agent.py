@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from temporalio import activity
 
 from activities.agent_models import (
@@ -46,12 +46,6 @@ from sleuth.state import LoopState
 from sleuth.text import preview
 
 log = get_logger(__name__)
-
-
-class StepDone(BaseModel):
-    """A step's journal entry once it has run: its result is durable under `state_ref`."""
-
-    state_ref: str
 
 
 def next_step(agent: Agent, state: LoopState) -> NextStep:
@@ -133,7 +127,7 @@ class AgentActivities:
                 await agent.step(state)
                 agent.capture_layers(state)
                 state_ref = await asyncio.to_thread(put_json, self.store, state)
-                await journal.save(step=StepDone(state_ref=state_ref))
+                await journal.finish(state_ref)
         outcome = None
         if state.finished:
             result = await agent.finish(state)
@@ -169,12 +163,11 @@ class AgentActivities:
 
     async def _finished_step(self, journal: Journal, agent: Agent) -> tuple[str, LoopState] | None:
         """The result an earlier attempt of this step saved, if it got that far and it reads."""
-        done = journal.get("step", StepDone)
-        if done is None:
+        if journal.result is None:
             return None
         try:
             state = LoopState.model_validate(
-                await asyncio.to_thread(get_json, self.store, done.state_ref)
+                await asyncio.to_thread(get_json, self.store, journal.result)
             )
         except (ArtifactNotFoundError, ValidationError) as exc:
             journal.warn(
@@ -182,7 +175,7 @@ class AgentActivities:
             )
             return None
         agent.restore_layers(state)
-        return done.state_ref, state
+        return journal.result, state
 
     async def _load(self, agent: Agent, request: StepInput) -> LoopState:
         if request.state_ref is None:

@@ -87,13 +87,17 @@ def current_journal_name() -> str:
 
 @dataclass
 class Pointer:
-    """What a journal pointer holds: the attempt that owns it and its newest checkpoints."""
+    """What a journal pointer holds: the attempt that owns it, its newest checkpoints, and the
+    step's result once it has one."""
 
     attempt: int = 0
     checkpoints: list[str] = field(default_factory=list)
+    result: str | None = None
 
     def dumps(self) -> str:
-        return json.dumps({"attempt": self.attempt, "checkpoints": self.checkpoints})
+        return json.dumps(
+            {"attempt": self.attempt, "checkpoints": self.checkpoints, "result": self.result}
+        )
 
     @classmethod
     def parse(cls, raw: str) -> Pointer:
@@ -104,7 +108,17 @@ class Pointer:
         attempt, checkpoints = data.get("attempt"), data.get("checkpoints")
         if not isinstance(attempt, int) or not isinstance(checkpoints, list):
             raise ValueError("no attempt number or checkpoint list")
-        return cls(attempt, [check_ref(ref) for ref in checkpoints])
+        result = data.get("result")
+        return cls(
+            attempt,
+            [check_ref(ref) for ref in checkpoints],
+            None if result is None else check_ref(result),
+        )
+
+
+def journal_result(store: ArtifactStore, name: str) -> str | None:
+    """The result the journal `name` recorded with `Journal.finish`, if any."""
+    return _parse_or_empty(store.read_pointer(name)).result
 
 
 def read_journal(store: ArtifactStore, name: str) -> dict[str, Any] | None:
@@ -133,12 +147,15 @@ class Journal:
         entries: dict[str, Any],
         ref: str | None,
         warnings: Sequence[str] = (),
+        result: str | None = None,
     ):
         self.store = store
         self.name = name
         self.attempt = attempt
         self.ref = ref
         """The reference of the newest checkpoint (None before the first save)."""
+        self.result = result
+        """What an earlier attempt recorded with `finish`: the step had run to its end."""
         self.warnings = list(warnings)
         """What went wrong while loading (a damaged checkpoint, say); also in the heartbeats."""
         self._entries = entries
@@ -188,6 +205,11 @@ class Journal:
         """Store the document with `entries` replaced (None removes one) and swap the pointer to
         it; returns the checkpoint's reference. Durable when it returns."""
         return await self._save(entries, child=None)
+
+    async def finish(self, result: str) -> None:
+        """Record the step's result (an artifact reference, already durable): a retried attempt
+        returns it instead of running the step again."""
+        await asyncio.to_thread(self._advance, None, result)
 
     def details(self) -> tuple[str, ...]:
         """Heartbeat details: the newest checkpoint's reference, then any warnings."""
@@ -245,7 +267,8 @@ class Journal:
         activity.heartbeat(*self.details())
         return ref
 
-    def _advance(self, ref: str) -> None:
+    def _advance(self, ref: str | None, result: str | None = None) -> None:
+        """Point the journal at a new checkpoint `ref` (or record the step's `result`)."""
         while True:
             raw = self.store.read_pointer(self.name)
             pointer = _parse_or_empty(raw)
@@ -254,8 +277,11 @@ class Journal:
                     f"attempt {self.attempt} of this activity was superseded by attempt "
                     f"{pointer.attempt}; it stops here"
                 )
-            kept = [ref, *(r for r in pointer.checkpoints if r != ref)][:KEPT_CHECKPOINTS]
-            if self.store.swap_pointer(self.name, raw, Pointer(self.attempt, kept).dumps()):
+            kept = pointer.checkpoints
+            if ref is not None:
+                kept = [ref, *(r for r in kept if r != ref)][:KEPT_CHECKPOINTS]
+            updated = Pointer(self.attempt, kept, result).dumps()
+            if self.store.swap_pointer(self.name, raw, updated):
                 return
 
     def warn(self, warning: str) -> None:
@@ -315,6 +341,6 @@ def _load_and_claim(store: ArtifactStore, name: str, attempt: int, fallback: str
             return Journal(store, name, attempt, entries, loaded, warnings)
         # Claim the journal, so an older attempt still running stops at its next save.
         good = candidates[candidates.index(loaded) :] if loaded else []
-        claimed = Pointer(attempt, good[:KEPT_CHECKPOINTS]).dumps()
+        claimed = Pointer(attempt, good[:KEPT_CHECKPOINTS], pointer.result).dumps()
         if store.swap_pointer(name, raw, claimed):
-            return Journal(store, name, attempt, entries, loaded, warnings)
+            return Journal(store, name, attempt, entries, loaded, warnings, pointer.result)

@@ -1,9 +1,9 @@
 """Activities of knowledge scans: list a page of items, research one item, record a failure.
 
 All three heartbeat on a timer. An item researched with a `ResearchSpec` runs its graph node by
-node with its progress in the activity's checkpoint journal (`activities.checkpoints`): the state
-after every node and the execute loop's checkpoint after every model turn and tool call. A
-retried item resumes there, so its completed tool calls are not run again. Any other research
+node with its execute rounds in the activity's checkpoint journal (`activities.checkpoints`): the
+loop's checkpoint after every model turn and tool call, and the state after the round. A retried
+item resumes there, so its completed tool calls are not run again. Any other research
 config runs whole, and a retry starts it over (its row upsert makes that harmless to the sink).
 """
 
@@ -154,24 +154,25 @@ class ScanActivities:
 async def _research_in_journal(
     spec: ResearchSpec, prompt: str, journal: Journal, app: App
 ) -> ResearchResult:
-    """`spec.execute(prompt)`, node by node, with the state after each node and the execute loop's
-    checkpoints in `journal`: a retried attempt picks up where the last one stopped."""
+    """`spec.execute(prompt)`, node by node, with the execute rounds in `journal`: the state each
+    round starts from, its loop's checkpoints, and the state it ends with. A retried attempt picks
+    up there; the other nodes (model calls only) run again after a crash."""
     state = journal.get("research", ResearchState) or spec.initial_state(prompt)
+    loop = journal.get("loop", LoopState)
     while (node := next_node(state)) != DONE:
-        if node == "execute":
-
-            async def save_loop(loop: LoopState) -> None:
-                await journal.save(loop=loop)
-
-            state = await spec.run_node(
-                node,
-                state,
-                app=app,
-                checkpoint=journal.get("loop", LoopState),
-                on_checkpoint=save_loop,
-            )
-        else:
+        if node != "execute":
             state = await spec.run_node(node, state, app=app)
+            continue
+        if loop is None and state.nodes:
+            await journal.save(research=state)  # a later round: what it starts from
+
+        async def save_loop(checkpoint: LoopState) -> None:
+            # A finished loop's state is saved with the round's end state just below.
+            if not checkpoint.finished:
+                await journal.save(loop=checkpoint)
+
+        state = await spec.run_node(node, state, app=app, checkpoint=loop, on_checkpoint=save_loop)
+        loop = None
         await journal.save(research=state, loop=None)
     state = finish(state)
     return ResearchResult(

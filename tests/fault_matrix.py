@@ -23,7 +23,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from activities.agent_models import AgentRequest, AgentStepConfig
-from activities.checkpoints import journal_name, read_journal
+from activities.checkpoints import journal_name, journal_result, read_journal
 from activities.decompose_models import DecomposeConfig, DecomposeInput
 from activities.pipeline_models import PipelineConfig, PipelineInput
 from activities.research_models import ResearchNodeConfig, ResearchRequest
@@ -158,13 +158,10 @@ def step_journal(identity: dict[str, Any]) -> str:
 def journal_holds(name: str, text: str) -> bool:
     """Whether the step's durable checkpoint (or the result it points at) contains `text`."""
     store = default_artifact_store()
-    document = read_journal(store, name)
-    if document is None:
-        return False
-    if text in json.dumps(document):
-        return True
-    state_ref = (document.get("step") or {}).get("state_ref")
-    return bool(state_ref) and text in json.dumps(get_json(store, state_ref))
+    result = journal_result(store, name)
+    if result is not None:
+        return text in json.dumps(get_json(store, result))
+    return text in json.dumps(read_journal(store, name))
 
 
 def gated_call(folder: Path, cell: Cell) -> dict[str, Any] | None:

@@ -19,15 +19,18 @@ from activities.checkpoints import (
     SupersededAttemptError,
     current_journal_name,
     journal_name,
-    read_journal,
+    journal_result,
 )
 from activities.heartbeat import checkpointing
 from activities.research import ResearchActivities
 from activities.research_models import NodeInput
+from activities.scan import ScanActivities
+from activities.scan_models import ResearchItemInput
 from sleuth.agent import Agent
 from sleuth.app import App
 from sleuth.artifacts import LocalArtifactStore, default_artifact_store
 from sleuth.deepagent import SubAgentDef, create_deepagent
+from sleuth.knowledge import ItemRef, KnowledgeProvider
 from sleuth.models.base import ModelResponse
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import create_research_workflow, node_of_request
@@ -280,8 +283,8 @@ async def test_a_retried_subagent_step_resumes_the_child_where_it_stopped(
     done = await attempt(2).run(activities.subagent, request)
     assert child_calls == ["Acme-1", "Acme-2"], "the resumed child ran its first call again"
     assert done.next.kind == "model"
-    # The child's loop left the journal with the step's own result.
-    assert set(read_journal(default_artifact_store(), current_name(attempt(2))) or {}) == {"step"}
+    # The journal records the step's result: a third attempt would return it as it is.
+    assert journal_result(default_artifact_store(), current_name(attempt(2))) == done.state_ref
 
 
 async def test_a_tool_step_that_finished_but_never_reported_is_not_run_again(
@@ -324,3 +327,47 @@ def current_name(env: ActivityEnvironment) -> str:
         info.workflow_run_id or "",
         info.activity_id,
     )
+
+
+async def test_a_retried_scan_item_resumes_its_research_where_it_stopped(
+    sleuth_home: Path,
+) -> None:
+    calls: list[str] = []
+    crashes = [Killed()]
+
+    @tool
+    def lookup(topic: str) -> str:
+        """Look a topic up."""
+        calls.append(topic)
+        return f"{topic}: 40 thousand widgets"
+
+    def respond(call: ModelCall) -> ModelResponse:
+        done = sum(1 for m in call.messages if m.role == "tool")
+        if node_of_request(call.messages) != "execute":
+            return text("Acme shipped 40 thousand widgets.")
+        if done == 2 and crashes:
+            raise crashes.pop()
+        return tool_call("lookup", topic=f"q{done + 1}") if done < 3 else text("done")
+
+    class One(KnowledgeProvider):
+        def list_items(self) -> list[ItemRef]:
+            return [ItemRef(id="acme")]
+
+        def describe_item(self, ref: ItemRef) -> str:
+            return "How many widgets did Acme ship?"
+
+    app = App()
+    app.provider("one", One())
+    app.research(
+        "r",
+        create_research_workflow(
+            model=ScriptedModel(responder=respond), tools=[lookup], judge_model=False
+        ),
+    )
+    request = ResearchItemInput(
+        provider="one", research="r", scan_id="s", sink=None, item=ItemRef(id="acme")
+    )
+    with pytest.raises(Killed):
+        await attempt(1).run(ScanActivities(app).research_item, request)
+    await attempt(2).run(ScanActivities(app).research_item, request)
+    assert calls == ["q1", "q2", "q3"]
