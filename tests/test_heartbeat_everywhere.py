@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -236,3 +238,13 @@ def test_every_long_activity_defaults_to_a_heartbeat_timeout_of_at_most_20_secon
     }
     too_long = {name: seconds for name, seconds in defaults.items() if not 0 < seconds <= 20}
     assert not too_long
+
+
+def test_the_readme_table_shows_the_heartbeat_defaults() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("**Heartbeat defaults.**", 1)[1].split("\n\n", 2)[1]
+    documented: dict[str, str] = {}
+    for row in table.splitlines()[2:]:
+        activities, _, heartbeat, _ = (cell.strip() for cell in row.strip("|").split("|"))
+        documented.update({name: heartbeat for name in re.findall(r"`([a-z_.]+)`", activities)})
+    assert documented == {name: f"{seconds:g} s" for name, seconds in default_heartbeats().items()}
