@@ -182,11 +182,6 @@ class Journal:
             )
         return journal
 
-    @property
-    def resumed(self) -> bool:
-        """Whether a checkpoint of an earlier attempt was loaded."""
-        return bool(self._entries)
-
     def get(self, key: str, model: type[ModelT]) -> ModelT | None:
         """The entry `key` as a `model`, or None (none saved, or it no longer fits the model)."""
         raw = self._entries.get(key)

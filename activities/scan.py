@@ -165,15 +165,20 @@ async def _research_in_journal(
             continue
         if loop is None and state.nodes:
             await journal.save(research=state)  # a later round: what it starts from
+        checkpointed = loop is not None
 
         async def save_loop(checkpoint: LoopState) -> None:
+            nonlocal checkpointed
             # A finished loop's state is saved with the round's end state just below.
             if not checkpoint.finished:
+                checkpointed = True
                 await journal.save(loop=checkpoint)
 
         state = await spec.run_node(node, state, app=app, checkpoint=loop, on_checkpoint=save_loop)
         loop = None
-        await journal.save(research=state, loop=None)
+        if checkpointed:
+            # A round that saved nothing (one model turn, no tool call) has nothing to protect.
+            await journal.save(research=state, loop=None)
     state = finish(state)
     return ResearchResult(
         final_state=state.final_state(), state=state, output_schema=spec.output_schema
