@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, with_overrides
 from sleuth.models.base import Usage
 
@@ -17,11 +18,11 @@ StepKind = Literal["model", "tool", "subagent"]
 
 
 def _step_defaults() -> ActivitySettings:
-    return ActivitySettings(heartbeat_seconds=60.0)
+    return ActivitySettings(heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
 def _subagent_defaults() -> ActivitySettings:
-    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=60.0)
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
 class AgentStepConfig(BaseModel):

@@ -1,8 +1,10 @@
 """Decomposition activities: the agent's settings, the decision call, a leaf, a synthesis.
 
 Each is a thin wrapper over the node functions of `sleuth.decompose.DeepDecomposer`, the same
-ones the in-process runner uses. The two ReAct activities heartbeat a reference to their loop's
-checkpoint, and a retried attempt resumes from it: a completed tool call is not run again.
+ones the in-process runner uses. The decision call and the two ReAct activities heartbeat on a
+timer; the ReAct loops make a checkpoint durable in their journal after every model turn and tool
+call (`activities.checkpoints`), and a retried attempt resumes from it: a completed tool call is
+not run again.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from activities.decompose_models import (
     SynthesizeInput,
 )
 from activities.errors import ConfigError, mapped_errors
-from activities.heartbeat import checkpointing
+from activities.heartbeat import checkpointing, heartbeating
 from sleuth.agent import Agent
 from sleuth.app import App
 from sleuth.artifacts import default_artifact_store
@@ -65,7 +67,8 @@ class DecomposeActivities:
     @mapped_errors
     async def decide(self, request: DecideInput) -> Decision:
         agent = decomposer_for(self.app, request.agent)
-        return await agent.decide(request.task, request.allowance)
+        async with heartbeating():
+            return await agent.decide(request.task, request.allowance)
 
     @activity.defn(name="decompose.solve")
     @mapped_errors

@@ -1,7 +1,7 @@
 """Wire payloads of `DecomposeWorkflow` and its activities, and their timeout/retry config.
 
 Only names and small texts cross the wire: the agent is named (`app.agent("deep", factory)`), the
-ReAct loop's checkpoint goes to the artifact store and its heartbeat carries the reference.
+ReAct loop's checkpoints go to a journal in the artifact store.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings
 from sleuth.decompose import Budget, Spend, TaskNode
 
@@ -20,7 +21,7 @@ MAX_FAN_OUT = 64
 
 
 def _react_defaults() -> ActivitySettings:
-    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=120.0)
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
 class DecomposeConfig(BaseModel):
@@ -31,12 +32,14 @@ class DecomposeConfig(BaseModel):
         default_factory=lambda: ActivitySettings(start_to_close_seconds=60)
     )
     """Reading the agent's depth, fan-out and budget (no model call)."""
-    decide: ActivitySettings = Field(default_factory=ActivitySettings)
+    decide: ActivitySettings = Field(
+        default_factory=lambda: ActivitySettings(heartbeat_seconds=HEARTBEAT_SECONDS)
+    )
     """The one decision model call of a task below max depth."""
     solve: ActivitySettings = Field(default_factory=_react_defaults)
-    """A leaf's ReAct loop: long, so it heartbeats a checkpoint and a retry resumes from it."""
+    """A leaf's ReAct loop: long, so it checkpoints every step and a retry resumes from there."""
     synthesize: ActivitySettings = Field(default_factory=_react_defaults)
-    """The synthesis ReAct loop over the digest (heartbeats like `solve`)."""
+    """The synthesis ReAct loop over the digest (checkpoints like `solve`)."""
 
 
 class DecomposeInput(BaseModel):

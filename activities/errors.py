@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 from sleuth.app import UnknownNameError
+from sleuth.artifacts import ArtifactNotFoundError, ArtifactReferenceError
 from sleuth.errors import SleuthError
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
 
@@ -37,6 +38,10 @@ def to_application_error(exc: BaseException) -> ApplicationError | None:
         return ApplicationError(str(exc), type="ConfigError", non_retryable=True)
     if isinstance(exc, ValidationError):
         return ApplicationError(str(exc), type="ValidationError", non_retryable=True)
+    if isinstance(exc, ArtifactReferenceError | ArtifactNotFoundError):
+        # A reference in the input that this worker's store cannot resolve will not resolve on
+        # the next attempt either: fail at once, with the store's message.
+        return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
     return None
 
 

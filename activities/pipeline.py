@@ -1,7 +1,11 @@
 """Pipeline activities: read a registered pipeline's shape, run one agent stage, check a loop's condition.
 
 Stages run the same `sleuth.composition.call_stage` the in-process pipelines use; a stage that
-raises fails its activity, which Temporal retries per the stage's policy.
+raises fails its activity, which Temporal retries per the stage's policy. Stages and conditions
+heartbeat on a timer. A stage that is a `sleuth.Agent` makes a checkpoint durable in its journal
+after every model turn and tool call (`activities.checkpoints`), and a retried attempt resumes
+from it, so its completed tool calls are not run again; other stages (functions, decomposers)
+start over.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
-from activities.heartbeat import heartbeating
+from activities.heartbeat import checkpointing, heartbeating
 from activities.pipeline_models import (
     ConditionInput,
     ConditionOutput,
@@ -22,13 +26,17 @@ from activities.pipeline_models import (
     StageOutput,
     StageSpec,
 )
+from sleuth.agent import Agent
 from sleuth.app import App, UnknownNameError
+from sleuth.artifacts import default_artifact_store
 from sleuth.composition import (
     LoopAgent,
     ParallelPipeline,
     Pipeline,
     call_stage,
     check_condition,
+    output_text,
+    resolve_stage,
     stage_at,
     stage_name,
 )
@@ -87,10 +95,15 @@ class PipelineActivities:
     @mapped_errors
     async def stage(self, request: StageInput) -> StageOutput:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
-        agent = stage_at(pipeline, [request.index])
-        async with heartbeating(every_seconds=request.heartbeat_every_seconds):
-            output = await call_stage(agent, request.task, self.app)
-        return StageOutput(output=output)
+        agent = resolve_stage(stage_at(pipeline, [request.index]), self.app)
+        if not isinstance(agent, Agent):
+            async with heartbeating(every_seconds=request.heartbeat_every_seconds):
+                return StageOutput(output=await call_stage(agent, request.task, self.app))
+        async with checkpointing(
+            default_artifact_store(), every_seconds=request.heartbeat_every_seconds
+        ) as (checkpoint, save):
+            result = await agent.arun(request.task, checkpoint=checkpoint, on_checkpoint=save)
+        return StageOutput(output=output_text(result))
 
     @activity.defn(name="pipeline.condition")
     @mapped_errors
@@ -98,7 +111,8 @@ class PipelineActivities:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
         if not isinstance(pipeline, LoopAgent):
             raise ConfigError(f"pipeline {request.pipeline!r} at {request.path} is not a LoopAgent")
-        return ConditionOutput(met=await check_condition(pipeline.condition, request.output))
+        async with heartbeating():
+            return ConditionOutput(met=await check_condition(pipeline.condition, request.output))
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.describe, self.stage, self.condition]

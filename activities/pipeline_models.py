@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import MAX_SECONDS, ActivitySettings
 
 MAX_NESTING = 32
@@ -18,7 +19,7 @@ StagePath = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_NE
 
 
 def _stage_defaults() -> ActivitySettings:
-    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=60.0)
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
 class PipelineConfig(BaseModel):
@@ -30,11 +31,14 @@ class PipelineConfig(BaseModel):
     )
     """Reading the pipeline's shape from the worker's App."""
     stage: ActivitySettings = Field(default_factory=_stage_defaults)
-    """One agent stage: a whole agent run, so it heartbeats while it works."""
+    """One agent stage: a whole agent run, so it heartbeats while it works and checkpoints every
+    step."""
     condition: ActivitySettings = Field(
-        default_factory=lambda: ActivitySettings(start_to_close_seconds=300)
+        default_factory=lambda: ActivitySettings(
+            start_to_close_seconds=300, heartbeat_seconds=HEARTBEAT_SECONDS
+        )
     )
-    """A LoopAgent's condition on the latest output."""
+    """A LoopAgent's condition on the latest output (a function, possibly a model call)."""
     heartbeat_every_seconds: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
     """How often a running stage heartbeats (keep it well under `stage.heartbeat_seconds`);
     more than 0."""

@@ -1,9 +1,10 @@
 """The research nodes as activities: each loads the run's state by reference, runs the node
 function from `sleuth.research`, and stores the new state.
 
-`research.execute` heartbeats a checkpoint reference after every model turn and tool call (and
-on a timer while a tool or model call is slow); a retried attempt resumes the agent loop from the
-last checkpoint, so completed tool calls are not run again.
+Every node heartbeats on a timer, so a dead worker is noticed within the heartbeat timeout.
+`research.execute` makes a checkpoint durable in its journal after every model turn and tool call
+(`activities.checkpoints`); a retried attempt resumes the agent loop from it, so completed tool
+calls are not run again.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
-from activities.heartbeat import checkpointing
+from activities.heartbeat import checkpointing, heartbeating
 from activities.research_models import FINAL_EVIDENCE_CHARS, NodeInput, NodeOutput
 from sleuth.app import App
 from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
@@ -98,7 +99,9 @@ class ResearchActivities:
 
     async def _run(self, node: str, request: NodeInput) -> NodeOutput:
         spec, state = await self._load(request)
-        return await self._store_result(await spec.run_node(node, state, app=self.app))
+        async with heartbeating():
+            updated = await spec.run_node(node, state, app=self.app)
+        return await self._store_result(updated)
 
     async def _load(self, request: NodeInput) -> tuple[ResearchSpec, ResearchState]:
         spec = self.app.get_research(request.research)

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, RetrySettings, with_overrides
 from sleuth.research import ResearchDigest
 
@@ -21,9 +22,13 @@ the artifact store under `ResearchOutcome.state_ref`."""
 def _execute_defaults() -> ActivitySettings:
     return ActivitySettings(
         start_to_close_seconds=3600.0,
-        heartbeat_seconds=60.0,
+        heartbeat_seconds=HEARTBEAT_SECONDS,
         retry=RetrySettings(initial_interval_seconds=2.0, maximum_attempts=10),
     )
+
+
+def _node_defaults() -> ActivitySettings:
+    return ActivitySettings(heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
 class ResearchNodeConfig(BaseModel):
@@ -31,16 +36,16 @@ class ResearchNodeConfig(BaseModel):
     `ResearchRequest.nodes`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
 
     execute: ActivitySettings = Field(default_factory=_execute_defaults)
-    """The agent tool loop: long, so it heartbeats a checkpoint and resumes from it on retry."""
-    causal_inference: ActivitySettings = Field(default_factory=ActivitySettings)
+    """The agent tool loop: long, so it checkpoints every step and a retry resumes from there."""
+    causal_inference: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call building the causal chain."""
-    summarize: ActivitySettings = Field(default_factory=ActivitySettings)
+    summarize: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call (two when the output must be repaired to fit the schema)."""
-    grounding_eval: ActivitySettings = Field(default_factory=ActivitySettings)
+    grounding_eval: ActivitySettings = Field(default_factory=_node_defaults)
     """One judge call over all claims (none with lexical judging)."""
-    regenerate: ActivitySettings = Field(default_factory=ActivitySettings)
+    regenerate: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call rewriting the summary."""
-    replan: ActivitySettings = Field(default_factory=ActivitySettings)
+    replan: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call writing the focused prompt."""
 
     def for_node(self, node: str) -> ActivitySettings:

@@ -1,4 +1,11 @@
-"""Activities of knowledge scans: list a page of items, research one item, record a failure."""
+"""Activities of knowledge scans: list a page of items, research one item, record a failure.
+
+All three heartbeat on a timer. An item researched with a `ResearchSpec` runs its graph node by
+node with its execute rounds in the activity's checkpoint journal (`activities.checkpoints`): the
+loop's checkpoint after every model turn and tool call, and the state after the round. A retried
+item resumes there, so its completed tool calls are not run again. Any other research
+config runs whole, and a retry starts it over (its row upsert makes that harmless to the sink).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.checkpoints import Journal
 from activities.errors import ConfigError, mapped_errors, to_application_error
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeating, journaled
 from activities.scan_models import (
     ListPageInput,
     ListPageOutput,
@@ -19,10 +27,20 @@ from activities.scan_models import (
     ResearchItemOutput,
 )
 from sleuth.app import App, UnknownNameError
-from sleuth.knowledge import KnowledgeProvider, research_item
+from sleuth.artifacts import ArtifactStore, default_artifact_store
+from sleuth.knowledge import ItemRef, KnowledgeProvider, KnowledgeRow, research_item, row_for
 from sleuth.log import get_logger
 from sleuth.redact import redact
+from sleuth.research import (
+    DONE,
+    ResearchResult,
+    ResearchSpec,
+    ResearchState,
+    finish,
+    next_node,
+)
 from sleuth.sinks import RowSink, failed_record, ok_record, sink_for_name
+from sleuth.state import LoopState
 
 log = get_logger(__name__)
 
@@ -30,9 +48,14 @@ log = get_logger(__name__)
 class ScanActivities:
     """Scan steps bound to an App: providers, research configs and sinks are looked up by name."""
 
-    def __init__(self, app: App):
+    def __init__(self, app: App, store: ArtifactStore | None = None):
         self.app = app
+        self._store = store
         self._sinks: dict[str, RowSink] = {}
+
+    @property
+    def store(self) -> ArtifactStore:
+        return self._store or default_artifact_store()
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.list_page, self.research_item, self.record_failure]
@@ -69,9 +92,10 @@ class ScanActivities:
         # name: building the config here would load its model in the listing step).
         if request.research not in self.app.research_names:
             raise UnknownNameError("research config", request.research, self.app.research_names)
-        items, next_cursor = await asyncio.to_thread(
-            provider.list_page, request.cursor, request.page_size
-        )
+        async with heartbeating():
+            items, next_cursor = await asyncio.to_thread(
+                provider.list_page, request.cursor, request.page_size
+            )
         for item in items:
             item.provider = item.provider or request.provider
         sink = self._sink(request.sink)
@@ -91,8 +115,7 @@ class ScanActivities:
         provider = self._provider(request.provider)
         research = self.app.get_research(request.research)
         try:
-            async with heartbeating():
-                row = await research_item(provider, research, request.item)
+            row = await self._research(provider, research, request.item)
         except Exception as exc:
             # `from None`: the original exception (and its message) must not reach the history.
             raise redacted_failure(exc) from None
@@ -112,8 +135,21 @@ class ScanActivities:
             return
         error = redact(request.error)
         record = failed_record(request.scan_id, request.item.id, request.item.display, error)
-        await asyncio.to_thread(sink.put, record)
+        async with heartbeating():
+            await asyncio.to_thread(sink.put, record)
         log.warning("scan item failed", scan_id=request.scan_id, item=request.item.id, error=error)
+
+    async def _research(
+        self, provider: KnowledgeProvider, research: object, item: ItemRef
+    ) -> KnowledgeRow:
+        if not isinstance(research, ResearchSpec):
+            async with heartbeating():
+                return await research_item(provider, research, item)
+        async with journaled(self.store) as journal:
+            result = await _research_in_journal(
+                research, provider.question(item), journal, self.app
+            )
+        return row_for(provider, item, result)
 
 
 def redacted_failure(exc: Exception) -> ApplicationError:
@@ -128,4 +164,38 @@ def redacted_failure(exc: Exception) -> ApplicationError:
         type=mapped.type,
         non_retryable=mapped.non_retryable,
         next_retry_delay=mapped.next_retry_delay,
+    )
+
+
+async def _research_in_journal(
+    spec: ResearchSpec, prompt: str, journal: Journal, app: App
+) -> ResearchResult:
+    """`spec.execute(prompt)`, node by node, with the execute rounds in `journal`: the state each
+    round starts from, its loop's checkpoints, and the state it ends with. A retried attempt picks
+    up there; the other nodes (model calls only) run again after a crash."""
+    state = journal.get("research", ResearchState) or spec.initial_state(prompt)
+    loop = journal.get("loop", LoopState)
+    while (node := next_node(state)) != DONE:
+        if node != "execute":
+            state = await spec.run_node(node, state, app=app)
+            continue
+        if loop is None and state.nodes:
+            await journal.save(research=state)  # a later round: what it starts from
+        checkpointed = loop is not None
+
+        async def save_loop(checkpoint: LoopState) -> None:
+            nonlocal checkpointed
+            # A finished loop's state is saved with the round's end state just below.
+            if not checkpoint.finished:
+                checkpointed = True
+                await journal.save(loop=checkpoint)
+
+        state = await spec.run_node(node, state, app=app, checkpoint=loop, on_checkpoint=save_loop)
+        loop = None
+        if checkpointed:
+            # A round that saved nothing (one model turn, no tool call) has nothing to protect.
+            await journal.save(research=state, loop=None)
+    state = finish(state)
+    return ResearchResult(
+        final_state=state.final_state(), state=state, output_schema=spec.output_schema
     )

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import MAX_SECONDS, attempts, seconds
 from sleuth.knowledge import ItemRef
 from sleuth.sinks import check_sink_name
@@ -47,12 +48,16 @@ class ScanSettings(BaseModel):
     list_max_attempts: int = attempts(10)
     """Attempts at listing a page before the scan fails (a provider that cannot list is fatal);
     0 = no limit, at most 10,000."""
+    list_heartbeat_seconds: float = seconds(HEARTBEAT_SECONDS)
+    """Listing a page heartbeats about three times within this; a silent worker is declared dead
+    after it, and the page is listed again elsewhere (more than 0, at most 30 days)."""
     item_timeout_seconds: float = seconds(900.0)
     """Start-to-close timeout of researching one item (the whole research run, all its nodes);
     more than 0, at most 30 days."""
-    item_heartbeat_seconds: float = seconds(60.0)
+    item_heartbeat_seconds: float = seconds(HEARTBEAT_SECONDS)
     """An item's activity heartbeats about three times within this; a silent worker is declared
-    dead after it, and the item is retried elsewhere (more than 0, at most 30 days)."""
+    dead after it, and the item is retried elsewhere, resuming from its checkpoint (more than 0,
+    at most 30 days)."""
     item_max_attempts: int = Field(default=3, ge=1, le=100)
     """Attempts per item, 1 to 100; after the last one the item is recorded as failed and the
     scan goes on (so there is no "no limit" here)."""
@@ -60,6 +65,9 @@ class ScanSettings(BaseModel):
     """Wait before an item's second attempt (doubles each attempt); more than 0."""
     record_timeout_seconds: float = seconds(60.0)
     """Start-to-close timeout of recording an item's failure in the sink (more than 0)."""
+    record_heartbeat_seconds: float = seconds(HEARTBEAT_SECONDS)
+    """Recording a failure heartbeats about three times within this (a slow remote sink); more
+    than 0, at most 30 days."""
     history_event_budget: int = Field(default=4000, ge=1, le=MAX_HISTORY_EVENT_BUDGET)
     """Continue-as-new once a run's history holds this many events (or when the server suggests
     it, whichever comes first), so every run stays small and fast to replay (1 to 40,000)."""

@@ -107,6 +107,11 @@ class KnowledgeProvider(ABC):
 async def research_item(provider: KnowledgeProvider, research: Any, ref: ItemRef) -> KnowledgeRow:
     """Research one item with a research config (anything with `async execute(inputs)`) -> its row."""
     result = await research.execute({"prompt": provider.question(ref)})
+    return row_for(provider, ref, result)
+
+
+def row_for(provider: KnowledgeProvider, ref: ItemRef, result: Any) -> KnowledgeRow:
+    """The provider's row for a research result, checked to be a `KnowledgeRow`."""
     row = provider.to_row(ref, result)
     if not isinstance(row, KnowledgeRow):
         raise TypeError(

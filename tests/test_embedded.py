@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -21,6 +18,13 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.apps.ping_app import NapWorkflow, PingWorkflow
+from tests.worker_processes import (
+    cli_env,
+    free_port_pair,
+    sleuth_command,
+    start_foreground_server,
+    stop_foreground_server,
+)
 from workers.client import connect
 from workers.embedded import (
     EmbeddedServerError,
@@ -33,25 +37,6 @@ from workers.embedded import (
 
 pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port_pair() -> int:
-    """A free port P whose Web UI port P + 1000 is free too."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port + 1000 < 65536 and not port_open("127.0.0.1", port + 1000):
-            return port
-    raise RuntimeError("no free port pair found")
-
-
-def sleuth_command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from workers.cli import main; main()", *args]
-
-
-def cli_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture
@@ -149,32 +134,6 @@ async def test_a_non_embedded_address_that_does_not_answer_is_a_clear_error(
         await ensure_temporal(elsewhere)
     assert read_background_server() is None
     assert not port_open("127.0.0.1", int(elsewhere.rsplit(":", 1)[1]))
-
-
-def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """Run `sleuth server ARGS`; returns the process and its output once it says it is ready."""
-    process = subprocess.Popen(
-        sleuth_command("server", *args),
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    seen = []
-    for line in process.stdout:
-        seen.append(line)
-        if line.startswith("Ctrl-C stops it."):
-            return process, "".join(seen)
-    process.kill()
-    raise AssertionError("`sleuth server` never became ready:\n" + "".join(seen))
-
-
-def stop_foreground_server(process: subprocess.Popen[str]) -> str:
-    process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=60)
-    assert process.returncode == 0, output
-    return output
 
 
 async def wait_for_status(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:

@@ -15,6 +15,9 @@ from activities import build_activities
 from sleuth.app import App, set_current_app
 from workflows import ALL_WORKFLOWS
 
+HEARTBEAT_THROTTLE_SECONDS = 5.0
+"""Longest the worker holds an activity's heartbeat back before sending it to the server."""
+
 
 @dataclass
 class WorkerSettings:
@@ -91,6 +94,10 @@ def build_worker(
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
+        # The SDK holds heartbeats back for up to 0.8 x the heartbeat timeout; sending each timer
+        # beat (every third of the timeout) keeps the server's view of a live attempt fresh, so a
+        # short server restart does not declare it dead. Checkpoints never depend on it.
+        max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_THROTTLE_SECONDS),
         # A workflow input that does not fit its model (a typo in `temporal workflow start
         # --input`) fails the run with pydantic's message; otherwise the SDK fails the workflow
         # *task* instead, and the server retries it forever.

@@ -130,6 +130,7 @@ class KnowledgeScanWorkflow:
                 page_size=request.page_size,
             ),
             start_to_close_timeout=timedelta(seconds=settings.list_timeout_seconds),
+            heartbeat_timeout=timedelta(seconds=settings.list_heartbeat_seconds),
             retry_policy=RetryPolicy(maximum_attempts=settings.list_max_attempts),
             summary=f"list {request.provider} items after {carry.cursor or 'the start'}",
         )
@@ -174,6 +175,7 @@ class KnowledgeScanWorkflow:
                     scan_id=carry.scan_id, sink=request.sink, item=item, error=error
                 ),
                 start_to_close_timeout=timedelta(seconds=settings.record_timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=settings.record_heartbeat_seconds),
                 summary=f"record failure of {item.display}",
             )
             carry.failed_count += 1
