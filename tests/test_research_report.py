@@ -16,7 +16,6 @@ from sleuth.models.scripted import ModelCall, ScriptedModel, structured, text, t
 from sleuth.research import (
     ClaimRecord,
     Node,
-    ResearchReport,
     ResearchState,
     build_final_state,
     dedupe_findings,
@@ -158,13 +157,14 @@ async def test_the_report_lists_each_finding_once() -> None:
     assert judged == [[f"{n}. {claim}" for n, claim in enumerate(once, start=1)]]
 
     outcome = ResearchOutcome(
-        final_state=ResearchReport.model_validate(report.model_dump(mode="json")),
+        final_state=report,
         state_ref="ref",
         research="market",
         workflow_id="wf",
         run_id="run",
     )
     printed = format_report(outcome, "http://ui")
+    assert '"key_findings": [' in printed
     findings = printed.split("Findings\n--------\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert len(findings) == len(report.claims)
     assert findings == [f"✓ {claim}  ([1] gartner-2024.pdf)" for claim in once]

@@ -149,7 +149,8 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
     report = outcome.final_state
     lines = ["", "Summary", "-------", report.summary or "(no summary)", ""]
     if report.structured_output:
-        structured = json.dumps(report.structured_output, indent=2, ensure_ascii=False)
+        data = report.model_dump(mode="json", include={"structured_output"})["structured_output"]
+        structured = json.dumps(data, indent=2, ensure_ascii=False)
         lines += ["Structured output", "-----------------", structured, ""]
     if report.claims:
         lines += ["Findings", "--------"]
