@@ -26,17 +26,17 @@ from activities.scan_models import (
     ResearchItemInput,
     ResearchItemOutput,
 )
-from sleuth.app import App, UnknownNameError
+from sleuth.app import App, ResearchConfig, UnknownNameError
 from sleuth.artifacts import ArtifactStore, default_artifact_store
 from sleuth.knowledge import ItemRef, KnowledgeProvider, KnowledgeRow, research_item, row_for
 from sleuth.log import get_logger
 from sleuth.redact import redact
 from sleuth.research import (
-    DONE,
+    Node,
     ResearchResult,
     ResearchSpec,
     ResearchState,
-    finish,
+    end_reason,
     next_node,
 )
 from sleuth.sinks import RowSink, failed_record, ok_record, sink_for_name
@@ -140,7 +140,7 @@ class ScanActivities:
         log.warning("scan item failed", scan_id=request.scan_id, item=request.item.id, error=error)
 
     async def _research(
-        self, provider: KnowledgeProvider, research: object, item: ItemRef
+        self, provider: KnowledgeProvider, research: ResearchConfig, item: ItemRef
     ) -> KnowledgeRow:
         if not isinstance(research, ResearchSpec):
             async with heartbeating():
@@ -175,8 +175,8 @@ async def _research_in_journal(
     up there; the other nodes (model calls only) run again after a crash."""
     state = journal.get("research", ResearchState) or spec.initial_state(prompt)
     loop = journal.get("loop", LoopState)
-    while (node := next_node(state)) != DONE:
-        if node != "execute":
+    while (node := next_node(state)) != Node.DONE:
+        if node != Node.EXECUTE:
             state = await spec.run_node(node, state, app=app)
             continue
         if loop is None and state.nodes:
@@ -195,7 +195,5 @@ async def _research_in_journal(
         if checkpointed:
             # A round that saved nothing (one model turn, no tool call) has nothing to protect.
             await journal.save(research=state, loop=None)
-    state = finish(state)
-    return ResearchResult(
-        final_state=state.final_state(), state=state, output_schema=spec.output_schema
-    )
+    state, report = spec.finish(state, end_reason(state))
+    return ResearchResult(final_state=report, state=state, output_schema=spec.output_schema)

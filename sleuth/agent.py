@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import inspect
 import json
 import re
@@ -55,9 +54,6 @@ CheckpointHook = Callable[[LoopState], Awaitable[None] | None]
 ContextManager = Callable[[list[Message], UsageAccount], Awaitable[list[Message]]]
 """Rewrites the conversation before a model request (e.g. condenses it); charges any model call
 it makes to the run's `UsageAccount`."""
-
-# sleuth/research.py reads its reports with this name; `json_from_text` is the one helper.
-_extract_json = functools.partial(json_from_text, kind="object")
 
 
 @runtime_checkable

@@ -17,9 +17,12 @@ durably, calling `research_item` below once per item; that function works in-pro
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from sleuth.app import ResearchConfig
 
 ROW_FIELDS = (
     "summary",
@@ -95,16 +98,20 @@ class KnowledgeProvider(ABC):
 
     def to_row(self, ref: ItemRef, result: Any) -> KnowledgeRow:
         """The row stored for the item. The default keeps the research outcome (`ROW_FIELDS` of
-        the final state: report, summary, grounding score, loop counts, sources), not the
-        evidence trail; override it to shape your own rows."""
+        the final state, a `ResearchReport`: report, summary, grounding score, loop counts,
+        sources), not the evidence trail; override it to shape your own rows."""
         final_state = getattr(result, "final_state", result)
+        if isinstance(final_state, BaseModel):
+            final_state = final_state.model_dump(mode="json")
         if isinstance(final_state, dict):
             kept = {key: final_state[key] for key in ROW_FIELDS if key in final_state}
             return KnowledgeRow(id=ref.id, data=jsonable(kept or final_state))
         return KnowledgeRow(id=ref.id, data={"result": jsonable(final_state)})
 
 
-async def research_item(provider: KnowledgeProvider, research: Any, ref: ItemRef) -> KnowledgeRow:
+async def research_item(
+    provider: KnowledgeProvider, research: ResearchConfig, ref: ItemRef
+) -> KnowledgeRow:
     """Research one item with a research config (anything with `async execute(inputs)`) -> its row."""
     result = await research.execute({"prompt": provider.question(ref)})
     return row_for(provider, ref, result)
