@@ -13,7 +13,7 @@ from research_scripts import FACT, ResearchScript, lookup, scripted_model
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.research import ResearchActivities
 from activities.research_models import (
@@ -246,8 +246,9 @@ async def test_finish_records_the_reason_it_is_given_and_never_routes() -> None:
     # Never judged: the router would send this run to execute, not end it.
     state = spec.initial_state("How fast did the CRM market grow?")  # type: ignore[attr-defined]
     store = default_artifact_store()
-    finished = await ResearchActivities(app, store).finish(
-        FinishInput(research="market", state_ref=put_json(store, state), end_reason="max_replans")
+    finished = await ActivityEnvironment().run(
+        ResearchActivities(app, store).finish,
+        FinishInput(research="market", state_ref=put_json(store, state), end_reason="max_replans"),
     )
     assert finished.report.end_reason == "max_replans"
     assert finished.report.prompt == state.prompt and finished.report.nodes == []
