@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import urllib.request
@@ -68,12 +70,15 @@ class Page:
 async def open_page(url: str) -> AsyncIterator[Page]:
     """A fresh headless Chromium (own profile) showing `url`."""
     assert CHROMIUM, "chromium is not installed"
-    with tempfile.TemporaryDirectory() as profile:
+    # Chromium's helper processes may still write to the profile for a moment after the browser
+    # exits; the whole process group is stopped and a late file never fails the test's cleanup.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
         try:
             assert process.stderr is not None
@@ -92,9 +97,11 @@ async def open_page(url: str) -> AsyncIterator[Page]:
                 await page.call("Page.navigate", url=url)
                 yield page
         finally:
-            process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                process.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 process.wait()

@@ -161,7 +161,10 @@ def _mark(kind: str, cell: Cell) -> None:
     folder.mkdir(exist_ok=True)
     path = folder / cell.name
     if not path.exists():
-        path.write_text(json.dumps({**_identity(), "at": time.time()}))
+        # Written whole, then renamed: the test polls these files and must never read half of one.
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps({**_identity(), "at": time.time()}))
+        partial.replace(path)
 
 
 def _stops(cell: Cell | None, point: str) -> bool:
