@@ -3,12 +3,19 @@ Sleuth's former variable names as warned aliases, and the checks Sleuth adds on 
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.service import TLSConfig
 from temporalio.testing import WorkflowEnvironment
 
+from workers.binaries import temporal_cli
 from workers.client import (
     ConnectionSettingsError,
     DeprecatedVariableWarning,
@@ -251,6 +258,50 @@ async def test_commands_reach_the_server_a_toml_profile_names(
     client = await connect_temporal()
     assert client.service_client.config.target_host == address
     assert await client.service_client.check_health()
+
+
+def test_a_profile_the_temporal_cli_writes_is_the_one_sleuth_and_the_cli_use(
+    dev_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    config_file = tmp_path / "temporal.toml"
+    env = {
+        **os.environ,
+        "TEMPORAL_CONFIG_FILE": str(config_file),
+        "TEMPORAL_PROFILE": "sleuth-test",
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
+    address = dev_env.client.service_client.config.target_host
+    for prop, value in (("address", address), ("namespace", "default")):
+        subprocess.run(
+            [str(temporal_cli()), "config", "set", "--profile", "sleuth-test"]
+            + ["--prop", prop, "--value", value],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+    task_queue = f"nobody-{uuid.uuid4()}"
+    started = subprocess.run(
+        [sys.executable, "-c", "from workers.cli import main; main()", "research", "q?"]
+        + ["--no-wait", "--task-queue", task_queue, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, started.stderr
+    assert "started the embedded server" not in started.stderr
+    found = re.search(r"research run (\S+)", started.stdout + started.stderr)
+    assert found, started.stdout + started.stderr
+    workflow_id = found.group(1)
+    described = subprocess.run(
+        [str(temporal_cli()), "workflow", "describe", "--workflow-id", workflow_id, "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert described.returncode == 0, described.stderr
+    assert json.loads(described.stdout)["executionConfig"]["taskQueue"]["name"] == task_queue
 
 
 async def test_the_server_probe_uses_the_same_security(
