@@ -45,7 +45,7 @@ class ConnectionSettingsError(SleuthError, ValueError):
     """The Temporal connection settings are inconsistent or point at files that cannot be read."""
 
 
-class DeprecatedVariableWarning(FutureWarning):
+class DeprecatedVariableWarning(SleuthError, FutureWarning):
     """A former Sleuth variable name is set; the message names the standard variable to use."""
 
 

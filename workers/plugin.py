@@ -65,8 +65,8 @@ class SleuthPlugin(SimplePlugin):
     ) -> None:
         """`app` is the App whose activities workers serve; a function returning it defers loading
         the App until a worker is built (a client that only starts runs never loads it)."""
-        self._app_source = app
         self._app: App | None = app if isinstance(app, App) else None
+        self._load_app: Callable[[], App] = (lambda: app) if isinstance(app, App) else app
         super().__init__(
             PLUGIN_NAME,
             data_converter=_sleuth_data_converter,
@@ -81,15 +81,8 @@ class SleuthPlugin(SimplePlugin):
     def app(self) -> App:
         """The App this plugin serves, loaded on first use."""
         if self._app is None:
-            source = self._app_source
-            assert not isinstance(source, App)
-            self._app = source()
+            self._app = self._load_app()
         return self._app
-
-    @property
-    def app_loaded(self) -> bool:
-        """Whether the App has been loaded (always, when the plugin was given an App object)."""
-        return self._app is not None
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Sleuth's workflows and activities, after checking the client's data converter."""
