@@ -13,6 +13,7 @@ from research_scripts import ResearchScript, lookup
 from temporalio import activity
 from temporalio import client as temporal_client
 from temporalio import worker as temporal_worker
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
@@ -46,11 +47,13 @@ def address(env: WorkflowEnvironment) -> str:
     return env.client.service_client.config.target_host
 
 
-async def research(client: Client, task_queue: str) -> dict[str, Any]:
+async def research(
+    client: Client, task_queue: str, workflow_id: str | None = None
+) -> dict[str, Any]:
     outcome: ResearchOutcome = await client.execute_workflow(
         ResearchWorkflow.run,
         ResearchRequest(prompt="How fast did the CRM market grow?", research="market"),
-        id=f"plugin-{uuid.uuid4()}",
+        id=workflow_id or f"plugin-{uuid.uuid4()}",
         task_queue=task_queue,
         execution_timeout=timedelta(minutes=5),
     )
@@ -158,15 +161,17 @@ async def test_interceptors_given_to_the_plugin_wrap_the_client_and_its_workers(
     plugin = SleuthPlugin(research_app(), interceptors=[counting])
     client = await Client.connect(address(dev_env), plugins=[plugin])
     task_queue = str(uuid.uuid4())
+    workflow_id = f"intercepted-{uuid.uuid4()}"
     async with Worker(client, task_queue=task_queue):
-        await research(client, task_queue)
-    assert counting.started == ["ResearchWorkflow"]
-    assert counting.activities == [
-        "research.execute",
-        "research.causal_inference",
-        "research.summarize",
-        "research.grounding_eval",
+        await research(client, task_queue, workflow_id)
+    history = await dev_env.client.get_workflow_handle(workflow_id).fetch_history()
+    scheduled = [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
+    assert counting.started == ["ResearchWorkflow"]
+    assert scheduled[0] == "research.execute" and counting.activities == scheduled
 
 
 async def test_with_a_key_the_plugin_encrypts_and_a_worker_on_a_clear_client_is_refused(
