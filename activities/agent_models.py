@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, with_overrides
 from sleuth.models.base import Usage
+from sleuth.strict import StrictInput
 
 StepKind = Literal["model", "tool", "subagent"]
 
@@ -25,7 +26,7 @@ def _subagent_defaults() -> ActivitySettings:
     return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
-class AgentStepConfig(BaseModel):
+class AgentStepConfig(StrictInput):
     """Timeouts and retry policy of each kind of `AgentWorkflow` step. Override per run with
     `AgentRequest.steps`, e.g. `{"subagent": {"heartbeat_seconds": 10}}`."""
 
@@ -130,7 +131,7 @@ class AgentProgress(BaseModel):
     stop_reason: str | None = None
 
 
-class AgentResume(BaseModel):
+class AgentResume(StrictInput):
     """What a run carries over `continue_as_new`."""
 
     state_ref: str
@@ -138,7 +139,7 @@ class AgentResume(BaseModel):
     progress: AgentProgress
 
 
-class AgentRequest(BaseModel):
+class AgentRequest(StrictInput):
     """Input of `AgentWorkflow`. Plain JSON: `{"agent": "analyst", "prompt": "…"}`."""
 
     agent: str

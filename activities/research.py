@@ -149,6 +149,7 @@ class ResearchActivities:
                     grounding_threshold=request.grounding_threshold,
                     max_replans=request.max_replans,
                     max_regenerations=request.max_regenerations,
+                    causal_inference=request.causal_inference,
                 )
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc

@@ -11,6 +11,7 @@ from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import MAX_SECONDS, attempts, seconds
 from sleuth.knowledge import ItemRef
 from sleuth.sinks import check_sink_name
+from sleuth.strict import StrictInput
 
 FAILED_LIST_LIMIT = 200
 """At most this many failures are listed in a scan's outcome (every one is in the sink)."""
@@ -40,7 +41,7 @@ ScanId = Annotated[str, AfterValidator(check_scan_id)]
 SinkName = Annotated[str, AfterValidator(check_sink_name)]
 
 
-class ScanSettings(BaseModel):
+class ScanSettings(StrictInput):
     """Timeouts, retries and history budget of a scan. Every field can be overridden per run."""
 
     list_timeout_seconds: float = seconds(120.0)
@@ -73,7 +74,7 @@ class ScanSettings(BaseModel):
     it, whichever comes first), so every run stays small and fast to replay (1 to 40,000)."""
 
 
-class ScanRequest(BaseModel):
+class ScanRequest(StrictInput):
     """Input of `KnowledgeScanWorkflow` (also what a schedule starts)."""
 
     # A refused sink may be a URL with credentials: validation errors must not echo it.
@@ -106,7 +107,7 @@ class ItemFailure(BaseModel):
     error: str
 
 
-class ScanCarry(BaseModel):
+class ScanCarry(StrictInput):
     """What one run of a scan hands to the next when it continues as new."""
 
     scan_id: str

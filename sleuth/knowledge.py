@@ -19,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 if TYPE_CHECKING:
     from sleuth.app import ResearchConfig
@@ -37,7 +37,12 @@ ROW_FIELDS = (
 
 
 class ItemRef(BaseModel):
-    """One item of an inventory. Small: it crosses the wire once per item."""
+    """One item of an inventory. Small: it crosses the wire once per item.
+
+    Both forms of the SDK pages work: `ItemRef(id="h1", label="Host 1")` and
+    `ItemRef(name="h1", provider="assets")`, where `name` is the item's identity (`ref.name` is
+    `ref.id`).
+    """
 
     id: str
     """Stable identity within the provider; rows are keyed by (scan id, item id)."""
@@ -47,6 +52,26 @@ class ItemRef(BaseModel):
     """The provider that listed it."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Whatever the provider wants to carry from listing to research (keep it small)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_is_the_id(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "name" not in data:
+            return data
+        data = dict(data)
+        name = data.pop("name")
+        if "id" in data and data["id"] != name:
+            raise ValueError(
+                f"ItemRef got id={data['id']!r} and name={name!r}; they are the same thing (the "
+                "item's identity): give one of them, and put a display name in label"
+            )
+        data["id"] = name
+        return data
+
+    @property
+    def name(self) -> str:
+        """The item's identity, as seed 000 calls it (the same as `id`)."""
+        return self.id
 
     @property
     def display(self) -> str:

@@ -84,6 +84,7 @@ class ResearchWorkflow:
                     grounding_threshold=request.grounding_threshold if first else None,
                     max_replans=request.max_replans if first else None,
                     max_regenerations=request.max_regenerations if first else None,
+                    causal_inference=request.causal_inference if first else None,
                 ),
                 config,
                 digest,
