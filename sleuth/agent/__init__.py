@@ -12,19 +12,20 @@ reason in `Message.kind`; the loop decides by that field, never by matching mess
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import json
 import re
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
 from sleuth.errors import InvalidSettingError
-from sleuth.events import emit
+from sleuth.events import Event, capture_events, emit
 from sleuth.grounding import GroundingReport, judge_claims, split_claims
 from sleuth.jsontext import json_from_text
 from sleuth.limits import (
@@ -83,7 +84,10 @@ class GroundingSettings:
 
 @dataclass
 class AgentResult:
-    """What a run produced."""
+    """What a run produced. The last item `Agent.run` yields, after the run's events."""
+
+    event_type: ClassVar[str] = "agent.result"
+    """So a loop over `agent.run(...)` can `match item.event_type` for the result too."""
 
     message: str
     parsed: Any
@@ -102,6 +106,20 @@ class AgentResult:
     @property
     def final_message(self) -> str:
         return self.message
+
+    def model_dump(self, *, mode: str = "json") -> dict[str, Any]:
+        """The result as plain data (what a scan row keeps of an agent run by default)."""
+        structured = (
+            self.parsed.model_dump(mode=mode) if isinstance(self.parsed, BaseModel) else self.parsed
+        )
+        return {
+            "message": self.message,
+            "structured_output": structured,
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "usage": self.usage.model_dump(mode=mode),
+            "grounding_score": self.grounding.score if self.grounding else None,
+        }
 
 
 class Agent:
@@ -182,6 +200,33 @@ class Agent:
                 layer.load_state(state.layers[name])
 
     # -- public API -------------------------------------------------------------------------
+
+    async def run(self, prompt: str, **kwargs: Any) -> AsyncIterator[Event | AgentResult]:
+        """Run the loop, yielding its events (`agent.*`, `deepagent.*`, ...) as they happen and
+        finally the `AgentResult`. Takes `arun`'s keyword arguments.
+
+        Use it from async code: `async for event in agent.run(task): ...`. The events also reach
+        the subscribers of an enclosing `run_context()`. Leaving the loop early cancels the run.
+        """
+        with capture_events() as events:
+            running = asyncio.create_task(self.arun(prompt, **kwargs))
+        try:
+            while True:
+                next_event = asyncio.ensure_future(events.get())
+                await asyncio.wait({next_event, running}, return_when=asyncio.FIRST_COMPLETED)
+                if next_event.done():
+                    yield next_event.result()
+                    continue
+                next_event.cancel()
+                while not events.empty():
+                    yield events.get_nowait()
+                yield running.result()
+                return
+        finally:
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
 
     def run_sync(self, prompt: str, **kwargs: Any) -> AgentResult:
         """Run to completion from synchronous code (on a helper thread if a loop is running)."""
