@@ -109,6 +109,10 @@ class ResearchResult:
     def summary(self) -> str:
         return self.final_state.summary
 
+    def model_dump(self, *, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+        """The report as plain data (`final_state.model_dump()`), as a scan's `to_row` may use it."""
+        return self.final_state.model_dump(mode=mode)
+
 
 class ResearchSpec:
     """A research configuration: run it with `await spec.execute({"prompt": ...})`.
