@@ -50,7 +50,7 @@ def make_app() -> tuple[App, list[str]]:
 
     def respond(call: ModelCall):  # type: ignore[no-untyped-def]
         if call.messages[-1].role == "user":
-            if call.last_user_text.startswith("Decide how to handle"):
+            if call.system_text.startswith("Decide how to handle"):
                 return text(json.dumps({"direct": True}))
             return tool_call("lookup", topic=call.last_user_text)
         return text("answer: " + call.messages[-1].content)
