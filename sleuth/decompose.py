@@ -23,7 +23,7 @@ both runners: `DeepDecomposer.arun` in-process and `workflows.DecomposeWorkflow`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -173,6 +173,7 @@ class DeepDecomposer:
         max_fan_out: int = 4,
         budget: Budget | dict[str, Any] | None = None,
         max_output_tokens: int | None = None,
+        agent_options: Mapping[str, Any] | None = None,
         name: str = "deep",
     ):
         if max_fan_out < 1:
@@ -185,6 +186,9 @@ class DeepDecomposer:
         self.max_fan_out = max_fan_out
         self.budget = Budget.model_validate(budget) if isinstance(budget, dict) else budget
         self.max_output_tokens = max_output_tokens
+        self.agent_options = dict(agent_options or {})
+        """Further `Agent` keywords for every leaf and synthesis loop (`tool_retry`,
+        `guardrails`, `governance`, `memory`, ...)."""
         self.name = name
 
     # -- node functions (shared with the durable runner) -----------------------------------------
@@ -281,6 +285,7 @@ class DeepDecomposer:
             max_iterations=self.max_iterations,
             max_output_tokens=self.max_output_tokens,
             name=self.name,
+            **self.agent_options,
         )
         result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
         spent = Spend.of(result.usage, tool_calls_made(result.state))
