@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, with_overrides
@@ -137,6 +138,8 @@ class AgentResume(StrictInput):
     state_ref: str
     next: NextStep
     progress: AgentProgress
+    stream: WorkflowStreamState | None = None
+    """The event stream's offset and latest events."""
 
 
 class AgentRequest(StrictInput):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, RetrySettings, with_overrides
@@ -92,6 +93,8 @@ class ResearchResume(StrictInput):
     digest: ResearchDigest
     """The router's view of that state."""
     progress: ResearchProgress
+    stream: WorkflowStreamState | None = None
+    """The event stream's offset and latest events."""
 
 
 class ResearchRequest(ResearchInputs):

@@ -18,6 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+STREAM_TOPIC = "events"
+"""The topic of a durable run's workflow stream that its events go to (`workflows.streams`)."""
+
 _current_run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "sleuth_run_id", default=None
 )
@@ -127,9 +130,20 @@ def emit(event_type: str, **data: Any) -> None:
 
 
 @contextmanager
+def forward_events(deliver: Callable[[Event], None]) -> Iterator[None]:
+    """Call `deliver` with every event published in this context (tasks and threads started from
+    it included), with or without a `run_context()`. `deliver` may run on a tool's thread."""
+    token = _captures.set((*_captures.get(), deliver))
+    try:
+        yield
+    finally:
+        _captures.reset(token)
+
+
+@contextmanager
 def capture_events() -> Iterator[asyncio.Queue[Event]]:
-    """Also deliver every event published in this context (tasks and threads started from it
-    included) to the yielded queue, with or without a `run_context()`. `Agent.run` uses it."""
+    """Also deliver every event published in this context to the yielded queue (from any
+    thread). `Agent.run` uses it."""
     queue: asyncio.Queue[Event] = asyncio.Queue()
     loop = asyncio.get_running_loop()
     loop_thread = threading.get_ident()
@@ -140,11 +154,8 @@ def capture_events() -> Iterator[asyncio.Queue[Event]]:
         else:  # a sync tool on a worker thread
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
-    token = _captures.set((*_captures.get(), deliver))
-    try:
+    with forward_events(deliver):
         yield queue
-    finally:
-        _captures.reset(token)
 
 
 @asynccontextmanager
