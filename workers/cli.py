@@ -28,6 +28,7 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_run",
     "workers.cli_agent",
     "workers.cli_codec",
+    "workers.cli_serve",
 ]
 
 
