@@ -941,3 +941,36 @@ async def test_004_code_block() -> None:
         agents=[ParallelPipeline(agents=[StageAgent("a")]), StageAgent("b")]
     ).run("t")
     assert nested.success and nested.final_output == "b output"
+
+
+def test_every_seed_import_path_re_exports_the_same_objects() -> None:
+    import sleuth
+    import sleuth.composition
+    import sleuth.events
+    import sleuth.knowledge
+    import sleuth.research
+    from sleuth.agent import (
+        Agent,  # sleuth.agent is a package now, and still has Agent
+        composition,
+    )
+    from sleuth.deepagent import ItemRef, KnowledgeProvider, KnowledgeRow, workflow
+    from sleuth.observability import get_event_bus, run_context
+    from sleuth.rag.stores import chroma, opensearch, pgvector, qdrant
+
+    assert Agent is sleuth.Agent
+    assert composition.SequentialPipeline is sleuth.composition.SequentialPipeline
+    assert composition.ParallelPipeline is sleuth.ParallelPipeline
+    assert composition.LoopAgent is sleuth.LoopAgent
+    assert workflow.create_research_workflow is sleuth.research.create_research_workflow
+    assert (run_context, get_event_bus) == (sleuth.events.run_context, sleuth.events.get_event_bus)
+    assert (ItemRef, KnowledgeProvider, KnowledgeRow) == (
+        sleuth.knowledge.ItemRef,
+        sleuth.knowledge.KnowledgeProvider,
+        sleuth.knowledge.KnowledgeRow,
+    )
+    assert qdrant.QdrantVectorStore is sleuth.QdrantVectorStore
+    assert (chroma.ChromaVectorStore, opensearch.OpenSearchVectorStore, pgvector.PgVectorStore) == (
+        sleuth.ChromaVectorStore,
+        sleuth.OpenSearchVectorStore,
+        sleuth.PgVectorStore,
+    )
