@@ -10,6 +10,7 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
+from sleuth.agent.policies import GuardrailViolation
 from sleuth.app import UnknownNameError
 from sleuth.artifacts import ArtifactNotFoundError, ArtifactReferenceError
 from sleuth.errors import SleuthError
@@ -36,6 +37,8 @@ def to_application_error(exc: BaseException) -> ApplicationError | None:
         return ApplicationError(str(exc), type="NonRetryableModelError", non_retryable=True)
     if isinstance(exc, ConfigError):
         return ApplicationError(str(exc), type="ConfigError", non_retryable=True)
+    if isinstance(exc, GuardrailViolation):
+        return ApplicationError(str(exc), type="GuardrailViolation", non_retryable=True)
     if isinstance(exc, ValidationError):
         return ApplicationError(str(exc), type="ValidationError", non_retryable=True)
     if isinstance(exc, ArtifactReferenceError | ArtifactNotFoundError):

@@ -32,6 +32,7 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_run",
     "workers.cli_agent",
     "workers.cli_codec",
+    "workers.cli_serve",
 ]
 
 

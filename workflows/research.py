@@ -11,7 +11,10 @@ Past its history budget it continues as new, carrying the state reference and th
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
+
+from workflows.streams import publish, state_for_continue
 
 with workflow.unsafe.imports_passed_through():
     from activities.research import ResearchActivities
@@ -42,8 +45,10 @@ _ACTIVITIES = {
 class ResearchWorkflow:
     """Runs one research config durably; counters are in the `progress` query and the memo."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, request: ResearchRequest) -> None:
         self._progress = ResearchProgress()
+        self._stream = WorkflowStream(request.resume.stream if request.resume else None)
 
     @workflow.query
     def progress(self) -> ResearchProgress:
@@ -70,10 +75,16 @@ class ResearchWorkflow:
                     "research continues as new after %d events",
                     workflow.info().get_current_history_length(),
                 )
-                resume = ResearchResume(state_ref=state_ref, digest=digest, progress=self._progress)
+                resume = ResearchResume(
+                    state_ref=state_ref,
+                    digest=digest,
+                    progress=self._progress,
+                    stream=await state_for_continue(self._stream),
+                )
                 workflow.continue_as_new(request.model_copy(update={"resume": resume}))
             self._progress.node = node
             workflow.logger.info("research node %s starts", node)
+            publish(self._stream, "research.node.started", research=request.research, node=node)
             first = state_ref is None
             output = await self._run_node(
                 node,
@@ -84,6 +95,7 @@ class ResearchWorkflow:
                     grounding_threshold=request.grounding_threshold if first else None,
                     max_replans=request.max_replans if first else None,
                     max_regenerations=request.max_regenerations if first else None,
+                    causal_inference=request.causal_inference if first else None,
                 ),
                 config,
                 digest,
@@ -102,6 +114,13 @@ class ResearchWorkflow:
         self._progress.status = "done"
         self._progress.end_reason = finished.report.end_reason
         workflow.upsert_memo({"status": "done", "end_reason": self._progress.end_reason})
+        publish(
+            self._stream,
+            "research.finished",
+            research=request.research,
+            end_reason=self._progress.end_reason,
+            grounding_score=finished.report.grounding_score,
+        )
         info = workflow.info()
         return ResearchOutcome(
             final_state=finished.report,

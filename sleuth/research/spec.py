@@ -34,6 +34,7 @@ from sleuth.research.report import ResearchReport, build_final_state, finish
 from sleuth.research.router import MAX_LOOPS, EndReason, Node, end_reason, next_node, unknown_node
 from sleuth.research.state import ResearchState
 from sleuth.state import LoopState
+from sleuth.strict import StrictInput
 from sleuth.tools import Tool
 
 T = TypeVar("T")
@@ -59,11 +60,11 @@ def check_prompt(prompt: str) -> str:
     return prompt
 
 
-class ResearchInputs(BaseModel):
-    """One run's inputs: the question, and per-run overrides of the spec's limits."""
+class ResearchInputs(StrictInput):
+    """One run's inputs: the question, and per-run overrides of the spec's settings."""
 
     # A refused prompt may be megabytes long or private: errors must not echo it.
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     prompt: Annotated[str, AfterValidator(check_prompt)]
     """The research question (at most `MAX_PROMPT_CHARS`, 32,000 characters)."""
@@ -73,6 +74,8 @@ class ResearchInputs(BaseModel):
     """Replans allowed, 0 to 10 (default: the config's)."""
     max_regenerations: int | None = Field(default=None, ge=0, le=MAX_LOOPS)
     """Regenerations allowed, 0 to 10 (default: the config's)."""
+    causal_inference: bool | None = None
+    """Whether the causal inference node runs after execute (default: the config's)."""
 
 
 class DatastoreSource(Protocol):
@@ -105,6 +108,10 @@ class ResearchResult:
     @property
     def summary(self) -> str:
         return self.final_state.summary
+
+    def model_dump(self, *, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+        """The report as plain data (`final_state.model_dump()`), as a scan's `to_row` may use it."""
+        return self.final_state.model_dump(mode=mode)
 
 
 class ResearchSpec:
@@ -165,21 +172,23 @@ class ResearchSpec:
         grounding_threshold: float | None = None,
         max_replans: int | None = None,
         max_regenerations: int | None = None,
+        causal_inference: bool | None = None,
     ) -> ResearchState:
-        """A fresh run's state; the keyword arguments override the spec's limits for this run.
+        """A fresh run's state; the keyword arguments override the spec's settings for this run.
         Out-of-bounds values raise a ValidationError (a ValueError) naming the field."""
         inputs = ResearchInputs(
             prompt=prompt,
             grounding_threshold=grounding_threshold,
             max_replans=max_replans,
             max_regenerations=max_regenerations,
+            causal_inference=causal_inference,
         )
         return ResearchState(
             prompt=inputs.prompt,
             grounding_threshold=_pick(inputs.grounding_threshold, self.grounding_threshold),
             max_replans=_pick(inputs.max_replans, self.max_replans),
             max_regenerations=_pick(inputs.max_regenerations, self.max_regenerations),
-            causal_inference=self.causal_inference,
+            causal_inference=_pick(inputs.causal_inference, self.causal_inference),
         )
 
     async def execute(
@@ -189,7 +198,7 @@ class ResearchSpec:
         app: DatastoreSource | None = None,
     ) -> ResearchResult:
         """Run the graph in-process. `inputs`: `{"prompt": ..., "grounding_threshold"?, "max_replans"?,
-        "max_regenerations"?}` (see `ResearchInputs`) or the prompt itself. `app` resolves
+        "max_regenerations"?, "causal_inference"?}` (see `ResearchInputs`) or the prompt itself. `app` resolves
         datastore names (default: the App the current worker serves)."""
         if isinstance(inputs, str):
             inputs = ResearchInputs(prompt=inputs)
@@ -200,6 +209,7 @@ class ResearchSpec:
             grounding_threshold=inputs.grounding_threshold,
             max_replans=inputs.max_replans,
             max_regenerations=inputs.max_regenerations,
+            causal_inference=inputs.causal_inference,
         )
         while (node := next_node(state)) != Node.DONE:
             state = await self.run_node(node, state, app=app)
