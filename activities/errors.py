@@ -15,6 +15,7 @@ from sleuth.app import UnknownNameError
 from sleuth.artifacts import ArtifactNotFoundError, ArtifactReferenceError
 from sleuth.errors import SleuthError
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
+from sleuth.redact import redact
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,11 +58,43 @@ def mapped_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             return await fn(*args, **kwargs)
         except Exception as exc:
             mapped = to_application_error(exc)
+            if _carries_credentials(exc):
+                raise _redacted(exc, mapped) from None
             if mapped is None or mapped is exc:
                 raise
             raise mapped from exc
 
     return wrapper
+
+
+def _carries_credentials(exc: BaseException) -> bool:
+    """Whether the message of `exc` or of any exception in its cause chain names a credential."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current)
+        if redact(text) != text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _redacted(exc: BaseException, mapped: ApplicationError | None) -> ApplicationError:
+    """An `ApplicationError` with the retry semantics `exc` would have had and a masked message.
+
+    The original exception and its causes are left out of the failure (they would carry the
+    credential into the workflow history); its type name is kept, so retry policies that name it
+    (`non_retryable_error_types`) still apply.
+    """
+    if mapped is not None:
+        return ApplicationError(
+            redact(str(mapped)),
+            type=mapped.type,
+            non_retryable=mapped.non_retryable,
+            next_retry_delay=mapped.next_retry_delay,
+        )
+    return ApplicationError(redact(str(exc)), type=type(exc).__name__)
 
 
 def unwrap_cause(error: BaseException) -> Any:

@@ -7,6 +7,7 @@ import sys
 
 import structlog
 
+from sleuth.redact import redact
 from sleuth.settings import load_settings
 
 _configured = False
@@ -36,6 +37,7 @@ def configure_logging(*, json_format: bool | None = None, level: str | None = No
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
+            redact_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
@@ -45,10 +47,44 @@ def configure_logging(*, json_format: bool | None = None, level: str | None = No
     logging.basicConfig(
         level=numeric_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    # Libraries log URLs and bodies (httpx: "HTTP Request: POST https://user:pass@gateway/...");
+    # every handler of the root logger masks credentials before a line is written.
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     # The SDK's own INFO lines (worker start/stop, workflow log records with their context dicts)
     # drown a command's output; they stay available with SLEUTH_TEMPORAL_LOG_LEVEL=INFO.
     logging.getLogger("temporalio").setLevel(settings.temporal_log_level)
     _configured = True
+
+
+class RedactingFilter(logging.Filter):
+    """Masks credentials (`sleuth.redact.redact`) in a stdlib log record's message and exception.
+
+    Attached to handlers rather than loggers, so it also covers records propagated from
+    libraries' loggers (httpx, openai, anthropic, temporalio).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+def redact_event(
+    _logger: object, _method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """structlog processor: masks credentials in every string value of an event."""
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = redact(value)
+    return event
 
 
 class _StderrLogger:
