@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from sleuth.config import DEFAULT_TASK_QUEUE
 from sleuth.errors import SleuthError
+from sleuth.settings import DEFAULT_TASK_QUEUE
 from sleuth.tools import Tool, as_tool
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from pathlib import Path
 from sleuth.models import default_model_name, weights
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "models",
         help="list local models and their status, or pull one",

@@ -24,7 +24,7 @@ from workflows.research import ResearchWorkflow
 POLL_SECONDS = 0.3
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "research",
         help="run a research config durably and print its report",
@@ -115,7 +115,7 @@ async def run_research_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _follow(handle: WorkflowHandle[Any, Any], out: Any) -> ResearchOutcome:
+async def _follow(handle: WorkflowHandle[Any, ResearchOutcome], out: Any) -> ResearchOutcome:
     """Print each node as it completes until the run ends; return its outcome."""
     result = asyncio.ensure_future(handle.result())
     shown = 0

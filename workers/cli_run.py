@@ -33,7 +33,7 @@ from workflows.decompose import DecomposeWorkflow
 from workflows.pipeline import PipelineWorkflow
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run a declared agent (deep or react) or a registered pipeline durably",

@@ -34,7 +34,7 @@ POLL_SECONDS = 0.5
 BAR_WIDTH = 30
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     scan = subparsers.add_parser(
         "scan",
         help="research every item of a knowledge provider",

@@ -13,7 +13,7 @@ from workers.schedules import create_scan_schedule, summarize
 from workers.session import add_session_arguments, open_session
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     schedule = subparsers.add_parser(
         "schedule",
         help="run scans on a timetable (Temporal Schedules)",

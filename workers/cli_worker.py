@@ -16,7 +16,7 @@ from workers.session import add_session_arguments, resolve_task_queue
 from workers.worker import build_worker
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "worker",
         help="run a worker for an App until Ctrl-C",

@@ -71,7 +71,8 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     """`matrix` with every row scaled to length 1 (zero rows stay zero)."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    scaled: np.ndarray = matrix / norms
+    return scaled
 
 
 def unit_rows_cosine(query: Sequence[float], unit_matrix: np.ndarray) -> np.ndarray:
