@@ -18,6 +18,7 @@ from activities.research_models import ResearchOutcome, ResearchProgress, Resear
 from sleuth.config import workflow_link
 from sleuth.research import Node
 from workers.cli_events import showing_events
+from workers.render import print_report
 from workers.session import add_session_arguments, open_session, workflow_pollers
 from workflows.research import ResearchWorkflow
 
@@ -111,7 +112,7 @@ async def run_research_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(outcome.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
-        print(format_report(outcome, link))
+        print_report(format_report(outcome, link), sys.stdout)
     return 0
 
 
