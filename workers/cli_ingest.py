@@ -12,6 +12,7 @@ import argparse
 import sys
 from typing import Any
 
+from sleuth.errors import InvalidSettingError
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.ingest import (
     DEFAULT_CHUNK_SIZE,
@@ -91,7 +92,7 @@ def make_embedder(spec: str) -> Embedder | None:
         from sleuth.rag.embeddings import OpenAIEmbeddings
 
         return OpenAIEmbeddings(model or "text-embedding-3-small")
-    raise ValueError(f"--embedder {spec!r}: use none, local, or openai[:MODEL]")
+    raise InvalidSettingError(f"--embedder {spec!r}: use none, local, or openai[:MODEL]")
 
 
 def resolve_store(
@@ -104,7 +105,7 @@ def resolve_store(
         retriever = load_app(app_target).get_datastore(name).retriever
         store = getattr(retriever, "store", None)
         if not isinstance(store, BaseVectorStore):
-            raise ValueError(
+            raise InvalidSettingError(
                 f"datastore {name!r} of {app_target} is not a RAGRetriever over a sleuth store; "
                 "ingest into it with its own tools"
             )

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from sleuth.agent import Agent
+from sleuth.errors import InvalidSettingError
 from sleuth.events import emit
 from sleuth.models import resolve
 from sleuth.models.base import Model, OutputSchema
@@ -53,9 +54,9 @@ MAX_OUTPUT_TOKENS = 200_000
 def check_prompt(prompt: str) -> str:
     """`prompt` if a run can take it; else a ValueError that says the limit."""
     if not prompt.strip():
-        raise ValueError("a research run needs a non-empty prompt")
+        raise InvalidSettingError("a research run needs a non-empty prompt")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(
+        raise InvalidSettingError(
             f"the prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}. Ask a "
             "question, and put long documents in a datastore (app.datastore) the run can search"
         )
@@ -400,7 +401,7 @@ def create_research_workflow(
 
 def _check_range(name: str, value: float, low: float, high: float) -> None:
     if not low <= value <= high:
-        raise ValueError(f"{name} must be within {low}..{high}, got {value}")
+        raise InvalidSettingError(f"{name} must be within {low}..{high}, got {value}")
 
 
 def _pick(value: T | None, default: T) -> T:

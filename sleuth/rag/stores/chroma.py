@@ -157,7 +157,7 @@ class ChromaVectorStore(BaseVectorStore):
 
     def delete(self, ids: Sequence[str] | None = None, *, where: Where | None = None) -> int:
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         if ids is not None and not ids:
             return 0
         doomed = self._ids(where, ids)

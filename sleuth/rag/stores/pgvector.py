@@ -2,6 +2,7 @@
 
 Needs the `pgvector` extra (`pip install 'sleuth[pgvector]'`: psycopg 3) and a PostgreSQL server
 with the `vector` extension for vectors (text-only tables need no extension). The connection comes
+from sleuth.rag.stores.base import StoreError
 from `dsn=` (a libpq URI or key=value string) or, without one, from libpq's environment variables
 (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, and `PGPASSWORD` for the password).
 
@@ -297,7 +298,7 @@ class PgVectorStore(BaseVectorStore):
         from psycopg import sql
 
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         clause, params = self._where_sql(where)
         if ids is not None:
             if not ids:

@@ -244,7 +244,7 @@ class QdrantVectorStore(BaseVectorStore):
         from qdrant_client import models
 
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         if (ids is not None and not ids) or not self._exists():
             return 0
         doomed = self._point_ids(_filter(where, ids))
