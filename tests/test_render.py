@@ -11,8 +11,10 @@ import pytest
 from rich.console import Console
 
 from activities.research_models import ResearchOutcome
+from sleuth.rag.ingest import FileResult
 from sleuth.research import ClaimRecord, ResearchReport
 from workers import cli_models
+from workers.cli_ingest import IngestProgress
 from workers.cli_research import format_report
 from workers.render import (
     PlainTable,
@@ -151,3 +153,28 @@ def test_progress_bar_only_on_a_terminal() -> None:
         bar.progress.refresh()
     plain = ANSI.sub("", out.getvalue())
     assert "7/10" in plain and "1 failed, 2 running" in plain
+
+
+def test_ingest_progress_is_a_bar_on_a_terminal_and_a_line_per_file_elsewhere() -> None:
+    files = [
+        FileResult(path="docs/a.md", outcome="added", chunks=3),
+        FileResult(path="docs/b.pdf", outcome="failed", error="not a PDF"),
+    ]
+    piped = io.StringIO()
+    report = IngestProgress(None, piped)
+    for done, result in enumerate(files, start=1):
+        report(done, len(files), result)
+    assert piped.getvalue().splitlines() == [
+        "[1/2] added docs/a.md (3 chunks)",
+        "skipped docs/b.pdf: not a PDF",
+    ]
+    out = Terminal()
+    with progress_bar(out, "ingest") as bar:
+        report = IngestProgress(bar, out)
+        for done, result in enumerate(files, start=1):
+            report(done, len(files), result)
+        assert bar is not None
+        bar.progress.refresh()
+    plain = ANSI.sub("", out.getvalue())
+    assert "skipped docs/b.pdf: not a PDF" in plain and "2/2" in plain
+    assert "[1/2] added" not in plain

@@ -154,6 +154,10 @@ class ProgressBar:
         """Show `completed` of `total` (None: not known yet) and a short `detail`."""
         self.progress.update(self.task, completed=completed, total=total, detail=detail)
 
+    def say(self, line: str) -> None:
+        """Print `line` above the bar (as plain text, never markup)."""
+        self.progress.console.print(Text(line))
+
 
 def _sections(lines: Sequence[str]) -> Iterator[tuple[str | None, list[str]]]:
     """(title, body lines) in order; lines before the first title come with title None."""
