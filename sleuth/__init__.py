@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedArgumentError": "sleuth.errors",
     "NotFoundError": "sleuth.errors",
     "MissingFileError": "sleuth.errors",
+    "MissingExtraError": "sleuth.errors",
     "NotAvailableError": "sleuth.errors",
     "SleuthSettings": "sleuth.settings",
     "load_settings": "sleuth.settings",
@@ -136,6 +137,7 @@ if TYPE_CHECKING:
     from sleuth.deepagent import TodoState as TodoState
     from sleuth.deepagent import create_deepagent as create_deepagent
     from sleuth.errors import InvalidSettingError as InvalidSettingError
+    from sleuth.errors import MissingExtraError as MissingExtraError
     from sleuth.errors import MissingFileError as MissingFileError
     from sleuth.errors import NotAvailableError as NotAvailableError
     from sleuth.errors import NotFoundError as NotFoundError

@@ -33,3 +33,8 @@ class MissingFileError(SleuthError, FileNotFoundError):
 class NotAvailableError(SleuthError, RuntimeError):
     """Something the call needs is not there (no App loaded in this process, an optional part of
     Sleuth not installed); the message says how to get it."""
+
+
+class MissingExtraError(SleuthError, ImportError):
+    """An optional part of Sleuth needs a package that is not installed; the message names the
+    extra to install (`pip install 'sleuth[opensearch]'`)."""

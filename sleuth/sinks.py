@@ -34,7 +34,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, Field
 
 from sleuth.config import PRIVATE_FILE_MODE, private_dir, private_file, sleuth_home
-from sleuth.errors import InvalidSettingError, SleuthError
+from sleuth.errors import InvalidSettingError, MissingExtraError, SleuthError
 from sleuth.redact import has_credentials, redact
 from sleuth.settings import load_settings
 
@@ -261,7 +261,7 @@ class OpenSearchRowSink:
             try:
                 from opensearchpy import OpenSearch
             except ImportError as exc:
-                raise ImportError(
+                raise MissingExtraError(
                     "the OpenSearch sink needs opensearch-py: pip install 'sleuth[opensearch]'"
                 ) from exc
             client = OpenSearch(hosts=[url], max_retries=0)

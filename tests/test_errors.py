@@ -64,6 +64,7 @@ def test_every_exception_class_derives_from_sleuth_error() -> None:
         ("sleuth.errors.NotFoundError", LookupError),
         ("sleuth.errors.MissingFileError", FileNotFoundError),
         ("sleuth.errors.NotAvailableError", RuntimeError),
+        ("sleuth.errors.MissingExtraError", ImportError),
     ],
 )
 def test_secondary_builtin_bases_stay_for_callers_that_catch_them(

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sleuth.config import sleuth_home
+from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -285,7 +286,7 @@ def _connect(path: str | Path | None, url: str | None) -> Any:
     try:
         import chromadb
     except ImportError as exc:
-        raise ImportError(
+        raise MissingExtraError(
             "ChromaVectorStore needs the chroma extra: pip install 'sleuth[chroma]'"
         ) from exc
     if url is not None:

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -49,7 +50,7 @@ class OpenSearchVectorStore(BaseVectorStore):
             try:
                 from opensearchpy import OpenSearch
             except ImportError as exc:
-                raise ImportError(
+                raise MissingExtraError(
                     "OpenSearchVectorStore needs the opensearch extra: "
                     "pip install 'sleuth[opensearch]'"
                 ) from exc

@@ -2,7 +2,6 @@
 
 Needs the `pgvector` extra (`pip install 'sleuth[pgvector]'`: psycopg 3) and a PostgreSQL server
 with the `vector` extension for vectors (text-only tables need no extension). The connection comes
-from sleuth.rag.stores.base import StoreError
 from `dsn=` (a libpq URI or key=value string) or, without one, from libpq's environment variables
 (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, and `PGPASSWORD` for the password).
 
@@ -25,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -82,7 +82,7 @@ class PgVectorStore(BaseVectorStore):
         try:
             import psycopg
         except ImportError as exc:
-            raise ImportError(
+            raise MissingExtraError(
                 "PgVectorStore needs the pgvector extra: pip install 'sleuth[pgvector]'"
             ) from exc
         self._psycopg = psycopg
