@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings
 from sleuth.decompose import Budget, Spend, TaskNode
+from sleuth.errors import InvalidSettingError
 from sleuth.strict import StrictInput
 
 MAX_DEPTH = 10
@@ -68,7 +69,7 @@ class DecomposeInput(StrictInput):
         if budget is not None:
             for name, limit in budget.model_dump().items():
                 if limit is not None and limit < 0:
-                    raise ValueError(
+                    raise InvalidSettingError(
                         f"{name} must be 0 or more (or null for no limit), not {limit}"
                     )
         return budget

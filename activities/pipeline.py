@@ -83,7 +83,7 @@ class PipelineActivities:
     async def describe(self, request: DescribeInput) -> PipelineSpec:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
         return PipelineSpec(
-            kind=pipeline.kind,  # type: ignore[arg-type]
+            kind=pipeline.kind,
             name=pipeline.name,
             stages=[
                 _stage_spec(self.app, pipeline, i, agent) for i, agent in enumerate(pipeline.agents)

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, model_validator
 from temporalio.common import RetryPolicy
 
+from sleuth.errors import InvalidSettingError
 from sleuth.strict import StrictInput
 
 MAX_SECONDS = 30 * 24 * 3600.0
@@ -43,7 +44,7 @@ class RetrySettings(StrictInput):
     @model_validator(mode="after")
     def _interval_order(self) -> RetrySettings:
         if self.maximum_interval_seconds < self.initial_interval_seconds:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"maximum_interval_seconds ({self.maximum_interval_seconds}) must be at least "
                 f"initial_interval_seconds ({self.initial_interval_seconds})"
             )
@@ -98,7 +99,7 @@ def with_overrides(
     fields = list(config_type.model_fields)
     unknown = sorted(set(overrides or {}) - set(fields))
     if unknown:
-        raise ValueError(
+        raise InvalidSettingError(
             f"unknown {noun}(s) in {where!r}: {', '.join(unknown)}; {plural}: {', '.join(fields)}"
         )
     return config_type.model_validate(_deep_merge(config_type().model_dump(), overrides or {}))

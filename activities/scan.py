@@ -19,7 +19,6 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.checkpoints import Journal
 from activities.errors import ConfigError, mapped_errors, to_application_error
 from activities.heartbeat import checkpointing, heartbeating, journaled
 from activities.scan_models import (
@@ -43,16 +42,8 @@ from sleuth.knowledge import (
 )
 from sleuth.log import get_logger
 from sleuth.redact import redact
-from sleuth.research import (
-    Node,
-    ResearchResult,
-    ResearchSpec,
-    ResearchState,
-    end_reason,
-    next_node,
-)
+from sleuth.research import ResearchSpec
 from sleuth.sinks import RowSink, failed_record, ok_record, sink_for_name
-from sleuth.state import LoopState
 
 log = get_logger(__name__)
 
@@ -167,9 +158,7 @@ class ScanActivities:
             async with heartbeating():
                 return await research_item(provider, research, item)
         async with journaled(self.store) as journal:
-            result = await _research_in_journal(
-                research, provider.question(item), journal, self.app
-            )
+            result = await research.execute(provider.question(item), app=self.app, journal=journal)
         return row_for(provider, item, result)
 
     async def _run_agent(
@@ -202,35 +191,3 @@ def redacted_failure(exc: Exception) -> ApplicationError:
         non_retryable=mapped.non_retryable,
         next_retry_delay=mapped.next_retry_delay,
     )
-
-
-async def _research_in_journal(
-    spec: ResearchSpec, prompt: str, journal: Journal, app: App
-) -> ResearchResult:
-    """`spec.execute(prompt)`, node by node, with the execute rounds in `journal`: the state each
-    round starts from, its loop's checkpoints, and the state it ends with. A retried attempt picks
-    up there; the other nodes (model calls only) run again after a crash."""
-    state = journal.get("research", ResearchState) or spec.initial_state(prompt)
-    loop = journal.get("loop", LoopState)
-    while (node := next_node(state)) != Node.DONE:
-        if node != Node.EXECUTE:
-            state = await spec.run_node(node, state, app=app)
-            continue
-        if loop is None and state.nodes:
-            await journal.save(research=state)  # a later round: what it starts from
-        checkpointed = loop is not None
-
-        async def save_loop(checkpoint: LoopState) -> None:
-            nonlocal checkpointed
-            # A finished loop's state is saved with the round's end state just below.
-            if not checkpoint.finished:
-                checkpointed = True
-                await journal.save(loop=checkpoint)
-
-        state = await spec.run_node(node, state, app=app, checkpoint=loop, on_checkpoint=save_loop)
-        loop = None
-        if checkpointed:
-            # A round that saved nothing (one model turn, no tool call) has nothing to protect.
-            await journal.save(research=state, loop=None)
-    state, report = spec.finish(state, end_reason(state))
-    return ResearchResult(final_state=report, state=state, output_schema=spec.output_schema)

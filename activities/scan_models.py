@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import MAX_SECONDS, attempts, seconds
+from sleuth.errors import InvalidSettingError
 from sleuth.knowledge import ItemRef
 from sleuth.sinks import check_sink_name
 from sleuth.strict import StrictInput
@@ -33,7 +34,7 @@ def check_scan_id(value: str) -> str:
     """`value` if it is a scan id (letters, digits and `._:@+=-`, at most 200), else ValueError."""
     if SCAN_ID.match(value):
         return value
-    raise ValueError(
+    raise InvalidSettingError(
         "a scan id is 1 to 200 letters, digits and '._:@+=-', starting with a letter or digit "
         "(e.g. 'python-packages-2026-05-01'); pick one like that"
     )
@@ -107,7 +108,7 @@ class ScanRequest(StrictInput):
     @model_validator(mode="after")
     def _one_runner(self) -> ScanRequest:
         if self.research is not None and self.agent is not None:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"the scan names research {self.research!r} and agent {self.agent!r}; each item "
                 "runs one of them: give research or agent, not both"
             )

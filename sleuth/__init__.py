@@ -18,6 +18,14 @@ _EXPORTS: dict[str, str] = {
     "UsageLimitExceeded": "sleuth.limits",
     "UsageAccount": "sleuth.limits",
     "SleuthError": "sleuth.errors",
+    "InvalidSettingError": "sleuth.errors",
+    "UnsupportedArgumentError": "sleuth.errors",
+    "NotFoundError": "sleuth.errors",
+    "MissingFileError": "sleuth.errors",
+    "MissingExtraError": "sleuth.errors",
+    "NotAvailableError": "sleuth.errors",
+    "SleuthSettings": "sleuth.settings",
+    "load_settings": "sleuth.settings",
     "json_from_text": "sleuth.jsontext",
     "tool": "sleuth.tools",
     "Tool": "sleuth.tools",
@@ -128,7 +136,13 @@ if TYPE_CHECKING:
     from sleuth.deepagent import SubAgentDef as SubAgentDef
     from sleuth.deepagent import TodoState as TodoState
     from sleuth.deepagent import create_deepagent as create_deepagent
+    from sleuth.errors import InvalidSettingError as InvalidSettingError
+    from sleuth.errors import MissingExtraError as MissingExtraError
+    from sleuth.errors import MissingFileError as MissingFileError
+    from sleuth.errors import NotAvailableError as NotAvailableError
+    from sleuth.errors import NotFoundError as NotFoundError
     from sleuth.errors import SleuthError as SleuthError
+    from sleuth.errors import UnsupportedArgumentError as UnsupportedArgumentError
     from sleuth.events import Event as Event
     from sleuth.events import emit as emit
     from sleuth.events import get_event_bus as get_event_bus
@@ -172,6 +186,8 @@ if TYPE_CHECKING:
     from sleuth.research import ResearchSpec as ResearchSpec
     from sleuth.research import create_research_workflow as create_research_workflow
     from sleuth.research import next_node as next_node
+    from sleuth.settings import SleuthSettings as SleuthSettings
+    from sleuth.settings import load_settings as load_settings
     from sleuth.sinks import JSONLRowSink as JSONLRowSink
     from sleuth.sinks import OpenSearchRowSink as OpenSearchRowSink
     from sleuth.sinks import RowRecord as RowRecord

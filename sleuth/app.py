@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from sleuth.config import DEFAULT_TASK_QUEUE
-from sleuth.errors import SleuthError
+from sleuth.errors import InvalidSettingError, NotAvailableError, SleuthError
+from sleuth.settings import DEFAULT_TASK_QUEUE
 from sleuth.tools import Tool, as_tool
 
 if TYPE_CHECKING:
@@ -233,9 +233,11 @@ class App:
 
 def _check_name(kind: str, name: str, registry: Mapping[str, object]) -> str:
     if not name or not isinstance(name, str):
-        raise ValueError(f"a {kind} needs a non-empty name")
+        raise InvalidSettingError(f"a {kind} needs a non-empty name; give it one")
     if name in registry:
-        raise ValueError(f"{kind} {name!r} is already registered")
+        raise InvalidSettingError(
+            f"{kind} {name!r} is already registered; register it once, or pick another name"
+        )
     return name
 
 
@@ -284,7 +286,9 @@ def load_app(target: str | App | None = None) -> App:
 def current_app() -> App:
     """The App the running worker serves (activities look names up here)."""
     if _current_app is None:
-        raise RuntimeError("no App is loaded in this process; start the worker with load_app(...)")
+        raise NotAvailableError(
+            "no App is loaded in this process; start the worker with load_app(...)"
+        )
     return _current_app
 
 

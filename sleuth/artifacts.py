@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from sleuth.config import sleuth_home
-from sleuth.errors import SleuthError
+from sleuth.errors import SleuthError, UnsupportedArgumentError
 from sleuth.settings import load_settings
 
 REF_PREFIX = "sha256:"
@@ -196,7 +196,10 @@ def get_json(store: ArtifactStore, ref: str) -> Any:
 def _default(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
-    raise TypeError(f"cannot store {type(value).__name__} as JSON")
+    raise UnsupportedArgumentError(
+        f"cannot store {type(value).__name__} as JSON; store dicts, lists, strings, numbers, "
+        "booleans or pydantic models"
+    )
 
 
 _default_store: ArtifactStore | None = None

@@ -101,7 +101,7 @@ class BudgetPool(BaseModel):
         limit = self.allowance.limit(dimension)
         if limit is None:
             return None
-        taken = getattr(self.spent, dimension) + getattr(self.reserved, dimension)
+        taken: int = getattr(self.spent, dimension) + getattr(self.reserved, dimension)
         return max(0, limit - taken)
 
     def must_wait(self) -> bool:

@@ -19,3 +19,22 @@ class InvalidSettingError(SleuthError, ValueError):
 
 class UnsupportedArgumentError(SleuthError, TypeError):
     """An argument of a kind Sleuth does not take (an unknown keyword, an object that is not agent-shaped)."""
+
+
+class NotFoundError(SleuthError, LookupError):
+    """A named thing (an installed package, an agent or pipeline id) does not exist; the message
+    says what exists or how to add it."""
+
+
+class MissingFileError(SleuthError, FileNotFoundError):
+    """A file the command was pointed at does not exist; the message names the option."""
+
+
+class NotAvailableError(SleuthError, RuntimeError):
+    """Something the call needs is not there (no App loaded in this process, an optional part of
+    Sleuth not installed); the message says how to get it."""
+
+
+class MissingExtraError(SleuthError, ImportError):
+    """An optional part of Sleuth needs a package that is not installed; the message names the
+    extra to install (`pip install 'sleuth[opensearch]'`)."""

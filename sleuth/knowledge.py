@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, model_validator
 
+from sleuth.errors import InvalidSettingError, UnsupportedArgumentError
+
 if TYPE_CHECKING:
     from sleuth.app import ResearchConfig, RunnableAgent
 
@@ -62,7 +64,7 @@ class ItemRef(BaseModel):
         data = dict(data)
         name = data.pop("name")
         if "id" in data and data["id"] != name:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"ItemRef got id={data['id']!r} and name={name!r}; they are the same thing (the "
                 "item's identity): give one of them, and put a display name in label"
             )
@@ -105,11 +107,13 @@ class KnowledgeProvider(ABC):
         e.g. an API's page token). Items must come back in a stable order for a given cursor.
         """
         if page_size < 1:
-            raise ValueError(f"page_size must be at least 1, got {page_size}")
+            raise InvalidSettingError(
+                f"page_size must be at least 1, got {page_size}; pass 1 or more"
+            )
         try:
             offset = int(cursor) if cursor else 0
         except ValueError:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"cursor {cursor!r} is not an offset; a provider with its own cursors must "
                 "override list_page"
             ) from None
@@ -172,7 +176,7 @@ def row_for(provider: KnowledgeProvider, ref: ItemRef, result: Any) -> Knowledge
     """The provider's row for a research result, checked to be a `KnowledgeRow`."""
     row = provider.to_row(ref, result)
     if not isinstance(row, KnowledgeRow):
-        raise TypeError(
+        raise UnsupportedArgumentError(
             f"{type(provider).__name__}.to_row returned {type(row).__name__}; it must return a "
             "KnowledgeRow"
         )

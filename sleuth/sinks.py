@@ -34,7 +34,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, Field
 
 from sleuth.config import PRIVATE_FILE_MODE, private_dir, private_file, sleuth_home
-from sleuth.errors import SleuthError
+from sleuth.errors import InvalidSettingError, MissingExtraError, SleuthError
 from sleuth.redact import has_credentials, redact
 from sleuth.settings import load_settings
 
@@ -261,7 +261,7 @@ class OpenSearchRowSink:
             try:
                 from opensearchpy import OpenSearch
             except ImportError as exc:
-                raise ImportError(
+                raise MissingExtraError(
                     "the OpenSearch sink needs opensearch-py: pip install 'sleuth[opensearch]'"
                 ) from exc
             client = OpenSearch(hosts=[url], max_retries=0)
@@ -356,7 +356,7 @@ def check_sink_name(value: str) -> str:
     if SINK_NAME.match(value):
         return value
     shown = "a URL with credentials" if has_credentials(value) else repr(redact(value[:80]))
-    raise ValueError(
+    raise InvalidSettingError(
         f"sink {shown} refused: a scan names a sink (letters, digits, '.', '_', '-'; at most 64), "
         "it never gives a path, URL or host. Configure the sink on the worker "
         f"({SINKS_ENV}=name=URL or `sleuth worker --sink name=URL`) or register it with "

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from sleuth.errors import InvalidSettingError
+
 
 class StrictInput(BaseModel):
     """A pydantic model that refuses unknown fields, naming them and the fields it knows."""
@@ -26,7 +28,7 @@ class StrictInput(BaseModel):
         unknown = sorted(str(key) for key in data if key not in known)
         if unknown:
             plural = "s" if len(unknown) > 1 else ""
-            raise ValueError(
+            raise InvalidSettingError(
                 f"unknown field{plural} {', '.join(repr(u) for u in unknown)} in {cls.__name__}; "
                 f"known fields: {', '.join(cls.model_fields)}"
             )

@@ -61,6 +61,10 @@ def test_every_exception_class_derives_from_sleuth_error() -> None:
         ("activities.errors.ConfigError", ValueError),
         ("workers.binaries.BinaryNotFoundError", FileNotFoundError),
         ("sleuth.models.scripted.UnscriptedCallError", AssertionError),
+        ("sleuth.errors.NotFoundError", LookupError),
+        ("sleuth.errors.MissingFileError", FileNotFoundError),
+        ("sleuth.errors.NotAvailableError", RuntimeError),
+        ("sleuth.errors.MissingExtraError", ImportError),
     ],
 )
 def test_secondary_builtin_bases_stay_for_callers_that_catch_them(
@@ -77,3 +81,32 @@ def test_sleuth_error_is_public_and_settings_errors_keep_their_builtin_kind() ->
         sleuth.SequentialPipeline(agents=[])
     with pytest.raises(UnsupportedArgumentError, match="use max_output_tokens="):
         sleuth.create_deepagent(model=sleuth.ScriptedModel([]), max_tokens=100)
+
+
+def test_user_facing_errors_are_sleuth_errors_of_the_builtin_kind_callers_catch(tmp_path) -> None:
+    from sleuth.artifacts import LocalArtifactStore, put_json
+    from sleuth.errors import NotFoundError
+    from sleuth.providers.python_packages import read_package
+    from sleuth.rag.stores.memory import InMemoryVectorStore
+
+    app = sleuth.App()
+    app.research("market", sleuth.create_research_workflow(model=sleuth.ScriptedModel([])))
+    with pytest.raises(InvalidSettingError, match="already registered; register it once"):
+        app.research("market", sleuth.create_research_workflow(model=sleuth.ScriptedModel([])))
+    with pytest.raises(ValueError, match="needs a non-empty prompt"):
+        sleuth.create_research_workflow(model=sleuth.ScriptedModel([])).initial_state(" ")
+    with pytest.raises(InvalidSettingError, match="max_replans must be within 0..10"):
+        sleuth.create_research_workflow(model=sleuth.ScriptedModel([]), max_replans=11)
+    with pytest.raises(NotFoundError, match="install it, or check the name"):
+        read_package("no-such-distribution-anywhere")
+    with pytest.raises(LookupError):
+        read_package("no-such-distribution-anywhere")
+    with pytest.raises(UnsupportedArgumentError, match="store dicts, lists"):
+        put_json(LocalArtifactStore(tmp_path), object())
+    with pytest.raises(TypeError):
+        put_json(LocalArtifactStore(tmp_path), object())
+    store = InMemoryVectorStore()
+    with pytest.raises(SleuthError, match="delete\\(\\) needs ids or where"):
+        store.delete()
+    with pytest.raises(ValueError, match="filter keys must be non-empty strings"):
+        store.search("q", where={"": "x"})

@@ -21,7 +21,7 @@ from workflows.agent import AgentWorkflow
 POLL_SECONDS = 0.5
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "agent",
         help="run a registered agent durably",

@@ -13,7 +13,7 @@ DEFAULT_PORT = 8234
 DEFAULT_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "codec-server",
         help="serve Temporal's codec protocol so the Web UI shows decrypted payloads",

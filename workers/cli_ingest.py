@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TextIO
 
+from sleuth.errors import InvalidSettingError
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.ingest import (
     DEFAULT_CHUNK_SIZE,
@@ -21,11 +22,10 @@ from sleuth.rag.ingest import (
     ingest_paths,
 )
 from sleuth.rag.stores.base import BaseVectorStore, StoreError
+from workers.render import ProgressBar, progress_bar
 
-_BAR_WIDTH = 30
 
-
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "ingest",
         help="load text, Markdown, HTML and PDF files into a retrieval store",
@@ -91,7 +91,7 @@ def make_embedder(spec: str) -> Embedder | None:
         from sleuth.rag.embeddings import OpenAIEmbeddings
 
         return OpenAIEmbeddings(model or "text-embedding-3-small")
-    raise ValueError(f"--embedder {spec!r}: use none, local, or openai[:MODEL]")
+    raise InvalidSettingError(f"--embedder {spec!r}: use none, local, or openai[:MODEL]")
 
 
 def resolve_store(
@@ -104,7 +104,7 @@ def resolve_store(
         retriever = load_app(app_target).get_datastore(name).retriever
         store = getattr(retriever, "store", None)
         if not isinstance(store, BaseVectorStore):
-            raise ValueError(
+            raise InvalidSettingError(
                 f"datastore {name!r} of {app_target} is not a RAGRetriever over a sleuth store; "
                 "ingest into it with its own tools"
             )
@@ -119,37 +119,30 @@ def _say_waiting(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-class ProgressBar:
-    """A one-line bar on a terminal; one line per file otherwise (logs, CI)."""
+class IngestProgress:
+    """Reports each file as it is ingested: a rich progress bar on a terminal (files that failed
+    or were skipped printed above it), one line per file otherwise (logs, CI)."""
 
-    def __init__(self, stream: Any = None):
+    def __init__(self, bar: ProgressBar | None, stream: TextIO | None = None):
+        self.bar = bar
         self.stream = stream or sys.stderr
-        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def __call__(self, done: int, total: int, result: FileResult) -> None:
         if result.outcome == "failed":
-            self._clear()
-            print(f"skipped {result.path}: {result.error}", file=self.stream)
+            self._say(f"skipped {result.path}: {result.error}")
         elif result.outcome == "skipped":
-            self._clear()
-            print(f"not followed: {result.error}", file=self.stream)
-        if self.interactive:
-            filled = _BAR_WIDTH * done // max(total, 1)
-            bar = "#" * filled + "." * (_BAR_WIDTH - filled)
-            name = result.path[-40:]
-            self.stream.write(f"\r[{bar}] {done}/{total} {name:<40}")
-            if done == total:
-                self.stream.write("\n")
-        elif result.outcome not in ("failed", "skipped"):
-            print(
-                f"[{done}/{total}] {result.outcome} {result.path} ({result.chunks} chunks)",
-                file=self.stream,
-            )
+            self._say(f"not followed: {result.error}")
+        elif self.bar is None:
+            self._say(f"[{done}/{total}] {result.outcome} {result.path} ({result.chunks} chunks)")
+        if self.bar is not None:
+            self.bar.update(completed=done, total=total, detail=result.path[-40:])
         self.stream.flush()
 
-    def _clear(self) -> None:
-        if self.interactive:
-            self.stream.write("\r" + " " * (_BAR_WIDTH + 50) + "\r")
+    def _say(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.say(line)
+        else:
+            print(line, file=self.stream)
 
 
 def run_ingest(args: argparse.Namespace) -> int:
@@ -186,16 +179,17 @@ def run_ingest(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
-        report = ingest_paths(
-            args.paths,
-            store,
-            embedder=embedder,
-            chunk_size=args.chunk_size,
-            overlap=args.overlap,
-            on_file=ProgressBar(),
-            follow_links=args.follow_links,
-            max_file_bytes=int(args.max_file_mb * 1e6),
-        )
+        with progress_bar(sys.stderr, "ingest") as bar:
+            report = ingest_paths(
+                args.paths,
+                store,
+                embedder=embedder,
+                chunk_size=args.chunk_size,
+                overlap=args.overlap,
+                on_file=IngestProgress(bar),
+                follow_links=args.follow_links,
+                max_file_bytes=int(args.max_file_mb * 1e6),
+            )
     finally:
         store.close()
     print(_summary(args.store, report.files))

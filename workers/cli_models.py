@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from sleuth.models import default_model_name, weights
+from workers.render import PlainTable, print_table
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "models",
         help="list local models and their status, or pull one",
@@ -44,7 +46,7 @@ def list_models(args: argparse.Namespace) -> int:
     directory = weights.models_dir()
     print(f"Local models in {directory} (default model: {default_model_name()})")
     print()
-    rows = [("NAME", "STATUS", "SIZE", "DESCRIPTION")]
+    table = PlainTable(("NAME", "STATUS", "SIZE", "DESCRIPTION"), status_column=1)
     problems: list[str] = []
     for model in weights.CATALOGUE.values():
         state, detail = weights.status(model)
@@ -55,11 +57,8 @@ def list_models(args: argparse.Namespace) -> int:
                 state, detail = "broken", str(exc)
         if state == "broken":
             problems.append(f"{model.name}: {detail}")
-        rows.append((model.name, state, f"{model.size / 1e9:.1f} GB", model.description))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        cells = (cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        print("  ".join(cells) + "  " + row[3])
+        table.add(model.name, state, f"{model.size / 1e9:.1f} GB", model.description)
+    print_table(table, sys.stdout)
     catalogued = {model.filename for model in weights.CATALOGUE.values()}
     others = sorted(p for p in directory.glob("*.gguf") if p.name not in catalogued)
     if others:

@@ -18,13 +18,14 @@ from activities.research_models import ResearchOutcome, ResearchProgress, Resear
 from sleuth.config import workflow_link
 from sleuth.research import Node
 from workers.cli_events import showing_events
+from workers.render import print_report
 from workers.session import add_session_arguments, open_session, workflow_pollers
 from workflows.research import ResearchWorkflow
 
 POLL_SECONDS = 0.3
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "research",
         help="run a research config durably and print its report",
@@ -111,11 +112,11 @@ async def run_research_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(outcome.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
-        print(format_report(outcome, link))
+        print_report(format_report(outcome, link), sys.stdout)
     return 0
 
 
-async def _follow(handle: WorkflowHandle[Any, Any], out: Any) -> ResearchOutcome:
+async def _follow(handle: WorkflowHandle[Any, ResearchOutcome], out: Any) -> ResearchOutcome:
     """Print each node as it completes until the run ends; return its outcome."""
     result = asyncio.ensure_future(handle.result())
     shown = 0

@@ -25,6 +25,7 @@ from sleuth.app import App, load_app
 from sleuth.composition import PipelineResult
 from sleuth.config import workflow_link
 from sleuth.decompose import DeepDecomposer
+from sleuth.errors import NotFoundError
 from sleuth.yamlconfig import load_agents_into
 from workers.cli_events import showing_events
 from workers.session import add_session_arguments, open_session
@@ -33,7 +34,7 @@ from workflows.decompose import DecomposeWorkflow
 from workflows.pipeline import PipelineWorkflow
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run a declared agent (deep or react) or a registered pipeline durably",
@@ -65,7 +66,7 @@ def workflow_kind(app: App, agent_id: str) -> str:
         return "pipeline"
     if agent_id not in app.agent_names:
         known = ", ".join([*app.agent_names, *app.pipeline_names]) or "none"
-        raise LookupError(
+        raise NotFoundError(
             f"unknown agent or pipeline {agent_id!r}; registered: {known} "
             "(declare it in --config agents.yaml or register it in your --app)"
         )

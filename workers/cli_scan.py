@@ -26,6 +26,7 @@ from sleuth.sinks import (
     configured_sink_urls,
     sink_for_name,
 )
+from workers.render import PlainTable, progress_bar, terminal_console
 from workers.scans import start_scan
 from workers.session import add_session_arguments, open_session
 from workflows.scan import KnowledgeScanWorkflow
@@ -34,7 +35,7 @@ POLL_SECONDS = 0.5
 BAR_WIDTH = 30
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     scan = subparsers.add_parser(
         "scan",
         help="research every item of a knowledge provider",
@@ -135,30 +136,36 @@ async def run_scan_command(args: argparse.Namespace) -> int:
 async def follow_scan(
     handle: WorkflowHandle[KnowledgeScanWorkflow, ScanOutcome], out: TextIO
 ) -> ScanOutcome:
-    """Draw a progress bar from the `progress` query until the scan returns."""
+    """Show the `progress` query until the scan returns: a rich progress bar on a terminal (the
+    final count stays), a line every few seconds and the final count in logs and pipes."""
     result = asyncio.ensure_future(handle.result())
-    interactive = out.isatty()
     last_line, last_print = "", 0.0
-    while True:
-        finished = result.done()
-        try:
-            progress: ScanProgress | None = await handle.query(KnowledgeScanWorkflow.progress)
-        except Exception:
-            # Between runs of the continue-as-new chain a query can miss; the next poll answers.
-            progress = None
-        if progress is not None:
-            line = progress_line(progress)
-            if interactive:
-                out.write("\r" + line + ("\n" if finished else ""))
-                out.flush()
-            elif finished or (line != last_line and time.monotonic() - last_print > 5):
-                # Logs and pipes get a line every few seconds and the final count.
-                out.write(line + "\n")
-                last_print = time.monotonic()
-            last_line = line
-        if finished:
-            break
-        await asyncio.wait({result}, timeout=POLL_SECONDS)
+    with progress_bar(out, "scan") as bar:
+        while True:
+            finished = result.done()
+            try:
+                progress: ScanProgress | None = await handle.query(KnowledgeScanWorkflow.progress)
+            except Exception:
+                # Between runs of the continue-as-new chain a query can miss; the next poll answers.
+                progress = None
+            if progress is not None:
+                line = progress_line(progress)
+                if bar is not None:
+                    total = max(progress.total, progress.done)
+                    bar.update(
+                        completed=progress.done,
+                        total=total if progress.listing_complete else None,
+                        detail=f"{progress.failed} failed, {progress.in_flight} running",
+                    )
+                elif finished or (line != last_line and time.monotonic() - last_print > 5):
+                    out.write(line + "\n")
+                    last_print = time.monotonic()
+                last_line = line
+            if finished:
+                break
+            await asyncio.wait({result}, timeout=POLL_SECONDS)
+    if bar is not None and last_line:
+        out.write(last_line + "\n")  # the bar goes; the final count stays on the screen
     return result.result()
 
 
@@ -231,7 +238,19 @@ def resolve_sink(name: str | None, app_target: str | None) -> RowSink:
 
 
 def print_table(records: list[RowRecord], out: TextIO, width: int = 100) -> None:
-    """One line per item: id, status, and the row's fields (or the error), cut to fit."""
+    """One line per item: id, status, and the row's fields (or the error), cut to fit; on a
+    terminal a rich table that wraps long rows instead."""
+    failed = sum(1 for r in records if r.status == "failed")
+    summary = f"{len(records)} items, {len(records) - failed} rows, {failed} failed\n"
+    console = terminal_console(out)
+    if console is not None:
+        table = PlainTable(("ITEM", "STATUS", "DATA"), status_column=1)
+        for record in records:
+            detail = redact(record.error) if record.error else _compact(record.data)
+            table.add(record.item_id, record.status, detail)
+        console.print(table.rich())
+        out.write(summary)
+        return
     id_width = min(max(len(r.item_id) for r in records), 40)
     out.write(f"{'ITEM':<{id_width}}  {'STATUS':<6}  DATA\n")
     for record in records:
@@ -240,8 +259,7 @@ def print_table(records: list[RowRecord], out: TextIO, width: int = 100) -> None
         if len(detail) > room:
             detail = detail[: room - 1] + "…"
         out.write(f"{record.item_id[:id_width]:<{id_width}}  {record.status:<6}  {detail}\n")
-    failed = sum(1 for r in records if r.status == "failed")
-    out.write(f"{len(records)} items, {len(records) - failed} rows, {failed} failed\n")
+    out.write(summary)
 
 
 def _compact(data: dict[str, Any]) -> str:

@@ -9,11 +9,12 @@ from temporalio.client import Client, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.scan_models import ScanRequest
+from workers.render import PlainTable, terminal_console
 from workers.schedules import create_scan_schedule, summarize
 from workers.session import add_session_arguments, open_session
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     schedule = subparsers.add_parser(
         "schedule",
         help="run scans on a timetable (Temporal Schedules)",
@@ -103,11 +104,18 @@ async def list_command(args: argparse.Namespace) -> int:
                 '--cron "0 2 * * *"'
             )
             return 0
+        table = PlainTable(("NAME", "STATE", "NEXT RUN", "NOTE"), status_column=1)
         for name in sorted(names):
             summary = summarize(name, await session.client.get_schedule_handle(name).describe())
             state = "paused" if summary.paused else "active"
             next_run = summary.next_runs[0].isoformat() if summary.next_runs else "-"
-            print(f"{name}  {state}  next: {next_run}  {summary.note}")
+            table.add(name, state, next_run, summary.note)
+        console = terminal_console(sys.stdout)
+        if console is not None:
+            console.print(table.rich())
+        else:
+            for name, state, next_run, note in table.rows:
+                print(f"{name}  {state}  next: {next_run}  {note}")
     return 0
 
 

@@ -8,7 +8,7 @@ import sys
 from workers.session import add_session_arguments, open_session
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="serve an HTTP API: start runs, get results, stream events (SSE), answer reviews",

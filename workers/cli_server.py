@@ -32,7 +32,7 @@ from workers.embedded import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "server",
         help="run the embedded Temporal dev server (Web UI included)",

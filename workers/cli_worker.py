@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 from sleuth.app import App, load_app
+from sleuth.errors import MissingFileError, NotAvailableError
 from sleuth.sinks import open_sink_url, parse_sink_settings
 from workers.embedded import connect_temporal
 from workers.plugin import SleuthPlugin
@@ -16,7 +17,7 @@ from workers.session import add_session_arguments, resolve_task_queue
 from workers.worker import build_worker
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "worker",
         help="run a worker for an App until Ctrl-C",
@@ -56,12 +57,12 @@ def load_agent_config(app: App, path: Path) -> None:
     except ModuleNotFoundError as exc:
         if exc.name != "sleuth.yamlconfig":
             raise
-        raise RuntimeError(
+        raise NotAvailableError(
             f"--config {path}: YAML agent configs are not supported by this installation "
             "(sleuth.yamlconfig is missing); declare the agents in your --app module instead"
         ) from None
     if not path.is_file():
-        raise FileNotFoundError(f"--config {path}: no such file")
+        raise MissingFileError(f"--config {path}: no such file")
     yamlconfig.load_agents_into(app, path)
 
 

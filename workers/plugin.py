@@ -86,7 +86,7 @@ class SleuthPlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Sleuth's workflows and activities, after checking the client's data converter."""
-        _require_sleuth_converter(config["client"].data_converter)  # type: ignore[typeddict-item]
+        _require_sleuth_converter(config["client"].data_converter)
         config = super().configure_worker(config)
         throttle = timedelta(seconds=HEARTBEAT_THROTTLE_SECONDS)
         current = config.get("max_heartbeat_throttle_interval")

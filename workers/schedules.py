@@ -27,6 +27,7 @@ from temporalio.client import (
 )
 
 from activities.scan_models import ScanRequest
+from sleuth.errors import InvalidSettingError
 from workflows.scan import KnowledgeScanWorkflow
 
 
@@ -41,7 +42,7 @@ def scan_schedule(
 ) -> Schedule:
     """The schedule that starts `request` on `cron` (five fields, e.g. "0 2 * * *")."""
     if len(cron.split()) != 5:
-        raise ValueError(
+        raise InvalidSettingError(
             f"cron {cron!r} must have five fields: minute hour day-of-month month day-of-week "
             '(e.g. "0 2 * * *" for 02:00 every day)'
         )

@@ -29,8 +29,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from sleuth.app import App, load_app
-from sleuth.config import DEFAULT_TASK_QUEUE
-from sleuth.settings import load_settings
+from sleuth.settings import DEFAULT_TASK_QUEUE, load_settings
 from workers.embedded import connect_temporal
 from workers.plugin import SleuthPlugin
 from workers.worker import build_worker

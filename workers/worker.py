@@ -9,6 +9,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from sleuth.app import App
+from sleuth.errors import InvalidSettingError
 from sleuth.settings import SleuthSettings, env_name, load_settings
 from workers.plugin import SleuthPlugin, client_plugin
 
@@ -41,14 +42,14 @@ def build_worker(
     plugins: list[SleuthPlugin] = []
     if plugin is None:
         if app is None:
-            raise ValueError(
+            raise InvalidSettingError(
                 "build_worker needs an App: pass app=..., or connect the client with "
                 "plugins=[SleuthPlugin(app)]"
             )
         plugin = SleuthPlugin(app)
         plugins.append(plugin)
     elif app is not None and app is not plugin.app:
-        raise ValueError(
+        raise InvalidSettingError(
             "the client's SleuthPlugin serves another App; build the worker without app=, or on a "
             "client connected without the plugin"
         )

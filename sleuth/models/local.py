@@ -592,8 +592,7 @@ def _awaiting_first_action(messages: list[Message]) -> bool:
 def _grammar(*, calls: list[ToolSpec], answer: OutputSchema | None) -> Any:
     """A grammar accepting one `<tool_call>` block for one of `calls`, or (with `answer`) a JSON
     value valid under its schema."""
-    from llama_cpp import LlamaGrammar
-    from llama_cpp.llama_grammar import SchemaConverter
+    from llama_cpp.llama_grammar import LlamaGrammar, SchemaConverter
 
     definitions: dict[str, Any] = {}
     call_schemas = []

@@ -68,9 +68,10 @@ def strict_json_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
-def _make_strict(node: Any, root: dict[str, Any], seen_refs: tuple[str, ...]) -> dict[str, Any]:
-    if not isinstance(node, dict):
-        raise _NotStrictCompatible(f"schema node {node!r} is not an object")
+def _make_strict(schema: Any, root: dict[str, Any], seen_refs: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(schema, dict):
+        raise _NotStrictCompatible(f"schema node {schema!r} is not an object")
+    node: dict[str, Any] = schema
     all_of = node.get("allOf")
     if isinstance(all_of, list) and len(all_of) == 1:
         # Older pydantic wraps a described `$ref` as {"allOf": [{"$ref": ...}], "description": ...}.

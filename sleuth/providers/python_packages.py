@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from sleuth.errors import NotFoundError
 from sleuth.knowledge import ItemRef, KnowledgeProvider, KnowledgeRow, jsonable
 from sleuth.tools import Tool, tool
 
@@ -50,11 +51,14 @@ class PackageInfo(BaseModel):
 
 
 def read_package(name: str) -> PackageInfo:
-    """Read an installed distribution's metadata (raises LookupError when it is not installed)."""
+    """Read an installed distribution's metadata (raises NotFoundError, a LookupError, when it is not installed)."""
     try:
         dist = importlib.metadata.distribution(name)
     except importlib.metadata.PackageNotFoundError:
-        raise LookupError(f"no installed Python distribution is named {name!r}") from None
+        raise NotFoundError(
+            f"no installed Python distribution is named {name!r}; install it, or check the "
+            "name with `pip list`"
+        ) from None
     meta = dist.metadata
     classifiers = list(meta.get_all("Classifier") or [])
     license_classifiers = [

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from sleuth.errors import InvalidSettingError
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
 from sleuth.redact import redact
 
@@ -77,7 +78,7 @@ class OpenAIEmbeddings:
             return self._dimensions
         known = self.KNOWN_DIMENSIONS.get(self.model)
         if known is None:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"the dimension of embedding model {self.model!r} is unknown; pass dimensions=N"
             )
         return known

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from sleuth.errors import SleuthError
+from sleuth.errors import InvalidSettingError, SleuthError
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.stores.base import BaseVectorStore, Document
 
@@ -196,7 +196,7 @@ def chunk_spans(
     third of the window, so passages are not cut mid-word.
     """
     if chunk_size <= 0 or not 0 <= overlap < chunk_size:
-        raise ValueError(
+        raise InvalidSettingError(
             f"need chunk_size > 0 and 0 <= overlap < chunk_size (got {chunk_size}, {overlap})"
         )
     spans: list[tuple[int, int]] = []

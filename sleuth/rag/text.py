@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sleuth.errors import InvalidSettingError
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -71,7 +73,8 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     """`matrix` with every row scaled to length 1 (zero rows stay zero)."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    scaled: np.ndarray = matrix / norms
+    return scaled
 
 
 def unit_rows_cosine(query: Sequence[float], unit_matrix: np.ndarray) -> np.ndarray:
@@ -80,7 +83,7 @@ def unit_rows_cosine(query: Sequence[float], unit_matrix: np.ndarray) -> np.ndar
     if unit_matrix.size == 0:
         return np.zeros(0, dtype=np.float32)
     if unit_matrix.shape[1] != vector.shape[0]:
-        raise ValueError(
+        raise InvalidSettingError(
             f"query embedding has {vector.shape[0]} dimensions but the store holds "
             f"{unit_matrix.shape[1]}; embed queries with the model the store was filled with"
         )

@@ -10,6 +10,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from sleuth.errors import InvalidSettingError
 from sleuth.rag.types import RetrievedChunk
 from sleuth.tools import Tool
 
@@ -21,7 +22,7 @@ def coerce_number(value: Any, name: str, kind: type = float) -> Any:
     try:
         return kind(float(value)) if kind is int else kind(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
+        raise InvalidSettingError(f"{name} must be a number, got {value!r}") from None
 
 
 def _as_chunk(raw: Any) -> RetrievedChunk:
@@ -99,7 +100,7 @@ def wire_datastores(datastores: Mapping[str, Mapping[str, Any]] | None) -> tuple
     tools = []
     for name, config in datastores.items():
         if "retriever" not in config:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"datastore {name!r} has no 'retriever'; give one with retrieve(query, top_k, min_score)"
             )
         tools.append(

@@ -60,6 +60,7 @@ from sleuth.research.spec import (
     ResearchInputs,
     ResearchResult,
     ResearchSpec,
+    RoundJournal,
     create_research_workflow,
 )
 from sleuth.research.state import Citation, ClaimRecord, Record, ResearchState
@@ -91,6 +92,7 @@ __all__ = [
     "ResearchResult",
     "ResearchSpec",
     "ResearchState",
+    "RoundJournal",
     "TokenUsage",
     "build_final_state",
     "causal_inference_node",

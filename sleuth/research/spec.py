@@ -4,7 +4,8 @@ A spec holds configuration only (model, tools, thresholds); everything a run cha
 its `ResearchState`, so one spec serves many runs at once. `await spec.execute({"prompt": ...})`
 runs the graph in-process; registered on an App, `workflows.ResearchWorkflow` runs the same node
 functions durably. Both loop on `next_node` until it says `done`, ask `end_reason` why, and hand
-that to `ResearchSpec.finish`, which writes the report.
+that to `ResearchSpec.finish`, which writes the report. `execute` can keep its execute rounds in a
+`RoundJournal` (a knowledge scan's activity journal) so that a retried attempt resumes there.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from sleuth.agent import Agent
+from sleuth.errors import InvalidSettingError
 from sleuth.events import emit
 from sleuth.models import resolve
 from sleuth.models.base import Model, OutputSchema
@@ -38,6 +40,7 @@ from sleuth.strict import StrictInput
 from sleuth.tools import Tool
 
 T = TypeVar("T")
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 MAX_PROMPT_CHARS = 32_000
 """The longest research prompt. The prompt travels in the run's input and its outcome, which must
@@ -51,9 +54,9 @@ MAX_OUTPUT_TOKENS = 200_000
 def check_prompt(prompt: str) -> str:
     """`prompt` if a run can take it; else a ValueError that says the limit."""
     if not prompt.strip():
-        raise ValueError("a research run needs a non-empty prompt")
+        raise InvalidSettingError("a research run needs a non-empty prompt")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(
+        raise InvalidSettingError(
             f"the prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}. Ask a "
             "question, and put long documents in a datastore (app.datastore) the run can search"
         )
@@ -82,6 +85,22 @@ class DatastoreSource(Protocol):
     """Where a spec that names its datastores finds them: an `App`."""
 
     def datastore_configs(self, names: list[str] | None) -> dict[str, dict[str, Any]]: ...
+
+
+class RoundJournal(Protocol):
+    """Where `ResearchSpec.execute` keeps its execute rounds so that a retried attempt resumes
+    there: the state a later round starts from (entry `research`), the loop's checkpoints within
+    a round (`loop`), and the state the round ends with. A knowledge scan passes its activity's
+    checkpoint journal (`activities.checkpoints.Journal`); the other nodes are model calls only
+    and simply run again after a crash."""
+
+    def get(self, key: str, model: type[ModelT]) -> ModelT | None:
+        """The entry `key` as a `model`, or None when there is none."""
+        ...
+
+    async def save(self, **entries: BaseModel | None) -> object:
+        """Replace `entries` (None removes one); durable when it returns."""
+        ...
 
 
 @dataclass
@@ -196,10 +215,12 @@ class ResearchSpec:
         inputs: ResearchInputs | Mapping[str, Any] | str,
         *,
         app: DatastoreSource | None = None,
+        journal: RoundJournal | None = None,
     ) -> ResearchResult:
         """Run the graph in-process. `inputs`: `{"prompt": ..., "grounding_threshold"?, "max_replans"?,
         "max_regenerations"?, "causal_inference"?}` (see `ResearchInputs`) or the prompt itself. `app` resolves
-        datastore names (default: the App the current worker serves)."""
+        datastore names (default: the App the current worker serves). With a `journal` the run
+        starts from what it holds and records its execute rounds there (see `RoundJournal`)."""
         if isinstance(inputs, str):
             inputs = ResearchInputs(prompt=inputs)
         elif not isinstance(inputs, ResearchInputs):
@@ -211,10 +232,46 @@ class ResearchSpec:
             max_regenerations=inputs.max_regenerations,
             causal_inference=inputs.causal_inference,
         )
+        loop: LoopState | None = None
+        if journal is not None:
+            state = journal.get("research", ResearchState) or state
+            loop = journal.get("loop", LoopState)
         while (node := next_node(state)) != Node.DONE:
-            state = await self.run_node(node, state, app=app)
+            if node == Node.EXECUTE and journal is not None:
+                state = await self._journaled_round(state, journal, loop, app)
+                loop = None
+            else:
+                state = await self.run_node(node, state, app=app)
         state, report = self.finish(state, end_reason(state))
         return ResearchResult(final_state=report, state=state, output_schema=self.output_schema)
+
+    async def _journaled_round(
+        self,
+        state: ResearchState,
+        journal: RoundJournal,
+        loop: LoopState | None,
+        app: DatastoreSource | None,
+    ) -> ResearchState:
+        """One execute round with its start, its loop's checkpoints and its end in `journal`;
+        `loop` is the checkpoint a retried attempt resumes the round from."""
+        if loop is None and state.nodes:
+            await journal.save(research=state)  # a later round: what it starts from
+        checkpointed = loop is not None
+
+        async def save_loop(checkpoint: LoopState) -> None:
+            nonlocal checkpointed
+            # A finished loop's state is saved with the round's end state just below.
+            if not checkpoint.finished:
+                checkpointed = True
+                await journal.save(loop=checkpoint)
+
+        state = await self.run_node(
+            Node.EXECUTE, state, app=app, checkpoint=loop, on_checkpoint=save_loop
+        )
+        if checkpointed:
+            # A round that saved nothing (one model turn, no tool call) has nothing to protect.
+            await journal.save(research=state, loop=None)
+        return state
 
     async def run_node(
         self,
@@ -344,7 +401,7 @@ def create_research_workflow(
 
 def _check_range(name: str, value: float, low: float, high: float) -> None:
     if not low <= value <= high:
-        raise ValueError(f"{name} must be within {low}..{high}, got {value}")
+        raise InvalidSettingError(f"{name} must be within {low}..{high}, got {value}")
 
 
 def _pick(value: T | None, default: T) -> T:

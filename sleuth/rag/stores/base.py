@@ -107,12 +107,12 @@ def check_where(where: Where | None) -> dict[str, list[Any]]:
     normalised: dict[str, list[Any]] = {}
     for key, value in (where or {}).items():
         if not isinstance(key, str) or not key:
-            raise ValueError(f"filter keys must be non-empty strings, got {key!r}")
+            raise StoreError(f"filter keys must be non-empty strings, got {key!r}")
         values = list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
         accepted: list[Any] = []
         for item in values:
             if not isinstance(item, str | int | float | bool):
-                raise ValueError(
+                raise StoreError(
                     f"filter {key!r}: values must be strings, numbers or booleans, got {item!r}"
                 )
             for alternative in _number_forms(item):

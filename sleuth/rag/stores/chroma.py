@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sleuth.config import sleuth_home
+from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -157,7 +158,7 @@ class ChromaVectorStore(BaseVectorStore):
 
     def delete(self, ids: Sequence[str] | None = None, *, where: Where | None = None) -> int:
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         if ids is not None and not ids:
             return 0
         doomed = self._ids(where, ids)
@@ -285,7 +286,7 @@ def _connect(path: str | Path | None, url: str | None) -> Any:
     try:
         import chromadb
     except ImportError as exc:
-        raise ImportError(
+        raise MissingExtraError(
             "ChromaVectorStore needs the chroma extra: pip install 'sleuth[chroma]'"
         ) from exc
     if url is not None:

@@ -13,6 +13,7 @@ import numpy as np
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
+    StoreError,
     Where,
     as_top_k,
     check_where,
@@ -38,7 +39,7 @@ class InMemoryVectorStore(BaseVectorStore):
 
     def delete(self, ids: Sequence[str] | None = None, *, where: Where | None = None) -> int:
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         wanted = check_where(where)
         id_set = set(ids) if ids is not None else None
         with self._lock:

@@ -13,9 +13,11 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
+    StoreError,
     Where,
     as_top_k,
     check_where,
@@ -48,7 +50,7 @@ class OpenSearchVectorStore(BaseVectorStore):
             try:
                 from opensearchpy import OpenSearch
             except ImportError as exc:
-                raise ImportError(
+                raise MissingExtraError(
                     "OpenSearchVectorStore needs the opensearch extra: "
                     "pip install 'sleuth[opensearch]'"
                 ) from exc
@@ -119,12 +121,12 @@ class OpenSearchVectorStore(BaseVectorStore):
             }
             if document.embedding is not None:
                 if not self.dimension:
-                    raise ValueError(
+                    raise StoreError(
                         f"document {document.id!r} has an embedding but this store was made "
                         "without dimension=N, so its index has no vector field"
                     )
                 if len(document.embedding) != self.dimension:
-                    raise ValueError(
+                    raise StoreError(
                         f"document {document.id!r} has a {len(document.embedding)}-dimensional "
                         f"embedding; index {self.index!r} holds {self.dimension}"
                     )
@@ -173,7 +175,7 @@ class OpenSearchVectorStore(BaseVectorStore):
 
     def delete(self, ids: Sequence[str] | None = None, *, where: Where | None = None) -> int:
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         self.ensure_index()
         filters = _filters(where)
         if ids is not None:

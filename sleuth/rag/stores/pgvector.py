@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -81,7 +82,7 @@ class PgVectorStore(BaseVectorStore):
         try:
             import psycopg
         except ImportError as exc:
-            raise ImportError(
+            raise MissingExtraError(
                 "PgVectorStore needs the pgvector extra: pip install 'sleuth[pgvector]'"
             ) from exc
         self._psycopg = psycopg
@@ -297,7 +298,7 @@ class PgVectorStore(BaseVectorStore):
         from psycopg import sql
 
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         clause, params = self._where_sql(where)
         if ids is not None:
             if not ids:

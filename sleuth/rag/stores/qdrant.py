@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.config import sleuth_home
+from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -126,7 +127,7 @@ class QdrantVectorStore(BaseVectorStore):
         try:
             from qdrant_client import QdrantClient
         except ImportError as exc:
-            raise ImportError(
+            raise MissingExtraError(
                 "QdrantVectorStore needs the qdrant extra: pip install 'sleuth[qdrant]'"
             ) from exc
         if url is not None:
@@ -244,7 +245,7 @@ class QdrantVectorStore(BaseVectorStore):
         from qdrant_client import models
 
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         if (ids is not None and not ids) or not self._exists():
             return 0
         doomed = self._point_ids(_filter(where, ids))

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import BaseVectorStore, StoreError
 
 KINDS = ("sqlite", "qdrant", "chroma", "pgvector", "opensearch")
@@ -151,7 +152,7 @@ def _opensearch(url: str, index: str, dimension: int | None) -> BaseVectorStore:
     try:
         from opensearchpy import OpenSearch
     except ImportError as exc:
-        raise ImportError(
+        raise MissingExtraError(
             "OpenSearchVectorStore needs the opensearch extra: pip install 'sleuth[opensearch]'"
         ) from exc
     client = OpenSearch(hosts=[url], http_auth=(user, password))

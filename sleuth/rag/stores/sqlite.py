@@ -67,7 +67,7 @@ _CANDIDATES_PER_RANKING = 4
 def store_path(name: str, home: Path | None = None) -> Path:
     """Where the store called `name` lives: `$SLEUTH_HOME/stores/<name>.sqlite`."""
     if not name or any(c in name for c in "/\\") or name.startswith("."):
-        raise ValueError(f"store name {name!r} must be a plain name like 'docs' (no slashes)")
+        raise StoreError(f"store name {name!r} must be a plain name like 'docs' (no slashes)")
     folder = (home or sleuth_home()) / "stores"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{name}.sqlite"
@@ -166,7 +166,7 @@ class SQLiteStore(BaseVectorStore):
                         (str(dimension),),
                     )
                 elif len(document.embedding) != dimension:
-                    raise ValueError(
+                    raise StoreError(
                         f"document {document.id!r} has a {len(document.embedding)}-dimensional "
                         f"embedding but {self.path} holds {dimension}-dimensional ones; use the "
                         "same embedder for every ingest, or a new store"
@@ -192,7 +192,7 @@ class SQLiteStore(BaseVectorStore):
 
     def delete(self, ids: Sequence[str] | None = None, *, where: Where | None = None) -> int:
         if ids is None and where is None:
-            raise ValueError("delete() needs ids or where; to empty the store pass where={}")
+            raise StoreError("delete() needs ids or where; to empty the store pass where={}")
         clause, params = _where_sql(where)
         if ids is not None:
             id_list = list(ids)
