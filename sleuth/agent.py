@@ -7,6 +7,9 @@ model turn and every tool call, so a retried attempt never redoes a completed to
 The loop's own messages (a schema repair, a submit nudge, a loop warning, ...) carry their
 reason in `Message.kind`; the loop decides by that field, never by matching message text.
 `limits=` (`sleuth.limits.UsageLimits`) is checked before each model request and tool call.
+`approval=` (`sleuth.review.ApprovalPolicy`) makes calls of the tools it names wait for a person:
+its callback in-process; durably `AgentWorkflow` records the decision in the state before the
+step runs.
 """
 
 from __future__ import annotations
@@ -46,8 +49,22 @@ from sleuth.models.base import (
     ToolCall,
     Usage,
 )
+from sleuth.pricing import require_price
+from sleuth.review import (
+    DENIED,
+    ApprovalPolicy,
+    ApprovalRequired,
+    PendingReview,
+    ReviewRecord,
+    ask,
+    record_of,
+    timeout_at,
+    utc_now,
+)
 from sleuth.state import EvidenceItem, LoopState
+from sleuth.telemetry import end_tool_span, model_request, tool_span
 from sleuth.termination import Condition, MaxIterations
+from sleuth.text import preview
 from sleuth.tools import Tool, ToolResult, as_tool
 
 CheckpointHook = Callable[[LoopState], Awaitable[None] | None]
@@ -126,6 +143,7 @@ class Agent:
         max_submit_nudges: int = 2,
         context_manager: ContextManager | None = None,
         limits: UsageLimits | None = None,
+        approval: ApprovalPolicy | None = None,
         name: str = "agent",
     ):
         self.model = resolve(model)
@@ -141,6 +159,14 @@ class Agent:
             raise InvalidSettingError(
                 f"submit_tool {submit_tool!r} is not among the tools: {', '.join(self.tools) or 'none'}"
             )
+        unknown = [t for t in (approval.tools if approval else []) if t not in self.tools]
+        if unknown:
+            raise InvalidSettingError(
+                f"the approval policy names {', '.join(map(repr, unknown))}, which the agent does "
+                f"not have; its tools: {', '.join(self.tools) or 'none'}"
+            )
+        self.approval = approval
+        """Tool calls that wait for a person's decision; see `sleuth.review`."""
         self.system_prompt = system_prompt
         self.output_schema = output_schema
         self.max_iterations = max_iterations
@@ -357,7 +383,8 @@ class Agent:
         limits refuse the request."""
         caps = [self.max_output_tokens]
         if self.limits is not None:
-            caps.append(self.limits.check_before_request(state.usage, state.messages))
+            price = require_price(self.model) if self.limits.max_cost_usd is not None else None
+            caps.append(self.limits.check_before_request(state.usage, state.messages, price))
         known = [cap for cap in caps if cap is not None]
         return min(known) if known else None
 
@@ -380,7 +407,8 @@ class Agent:
             schema = OutputSchema(
                 name=self.output_schema.__name__, json_schema=self.output_schema.model_json_schema()
             )
-        return await self.model.request(
+        return await model_request(
+            self.model,
             state.messages,
             tools=self.tool_specs() if self.tools and schema is None else None,
             output_schema=schema,
@@ -486,7 +514,77 @@ class Agent:
                     content=f"Not run: {refused}. Answer now with what you know.",
                     error=BUDGET_EXHAUSTED,
                 )
-        return await selected.invoke(call.arguments, UsageAccount(state))
+        if self.needs_approval(call):
+            record = await self._approve(call, state)
+            if record.decision != "approve":
+                why = f" ({record.remark})" if record.remark else ""
+                return ToolResult(
+                    ok=False,
+                    content=f"Not run: a reviewer denied this call{why}. Go on without it: use "
+                    "another way, or answer with what you know.",
+                    error=DENIED,
+                )
+        with tool_span(call.name, self.name) as span:
+            result = await selected.invoke(call.arguments, UsageAccount(state))
+            end_tool_span(span, success=result.ok, error=result.error)
+        return result
+
+    # -- tool approval ----------------------------------------------------------------------
+
+    def needs_approval(self, call: ToolCall) -> bool:
+        """Whether `call` must be approved before it runs (its tool is in the approval policy)."""
+        return self.approval is not None and self.approval.covers(call.name)
+
+    def approval_subject(self, call: ToolCall) -> tuple[str, dict[str, Any]]:
+        """What a reviewer is shown for `call`: one line, and the details (tool, arguments)."""
+        arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
+        subject = f"{self.name}: call {call.name}({preview(arguments, 200)})"
+        return subject, {
+            "agent": self.name,
+            "tool": call.name,
+            "arguments": call.arguments,
+            "call_id": call.id,
+        }
+
+    async def _approve(self, call: ToolCall, state: LoopState) -> ReviewRecord:
+        """The decision on `call`: the one recorded in the state (a durable runner records it
+        before the step), else the policy's callback's, recorded for the checkpoint."""
+        recorded = state.approvals.get(call.id)
+        if recorded is not None:
+            return recorded
+        assert self.approval is not None
+        if self.approval.callback is None:
+            raise ApprovalRequired(
+                f"calls of {call.name!r} need approval, but agent {self.name!r} has no approval "
+                "callback to ask in-process: pass ApprovalPolicy(callback=...), or run the agent "
+                "durably (AgentWorkflow) and answer with `sleuth review RUN_ID`"
+            )
+        subject, details = self.approval_subject(call)
+        requested_at = utc_now()
+        pending = PendingReview(
+            review_id=f"tool-{call.id}",
+            kind="tool",
+            subject=subject,
+            details=details,
+            requested_at=requested_at,
+            timeout_at=timeout_at(requested_at, self.approval.timeout_seconds),
+        )
+        decision, timed_out = await ask(
+            self.approval.callback,
+            pending,
+            timeout_seconds=self.approval.timeout_seconds,
+            on_timeout=self.approval.on_timeout,
+        )
+        record = record_of(pending, decision, timed_out=timed_out)
+        state.approvals[call.id] = record
+        emit(
+            "agent.approval",
+            agent=self.name,
+            tool=call.name,
+            decision=record.decision,
+            timed_out=timed_out,
+        )
+        return record
 
     async def _ground_submission(
         self, state: LoopState, call: ToolCall
@@ -678,6 +776,7 @@ class Agent:
 _SIGNALS: dict[str, MessageKind] = {
     BUDGET_EXHAUSTED: "limit_refusal",
     "ungrounded_submission": "grounding_feedback",
+    DENIED: "approval_denied",
 }
 """The kind of the tool message answering a call the loop itself turned down, by its error."""
 

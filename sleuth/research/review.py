@@ -1,0 +1,70 @@
+"""What a research run shows a reviewer: the plan or the summary waiting for a decision.
+
+Both runners build the `PendingReview` with `pending_review(state, ...)`: in-process from the
+run's state, durably in the `research.review_request` activity (the workflow holds only the
+digest, not the summary).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sleuth.research.nodes import grounded_text
+from sleuth.research.router import review_point
+from sleuth.research.state import ResearchState
+from sleuth.review import PendingReview, timeout_at
+from sleuth.text import preview
+
+SUMMARY_CHARS = 8_000
+"""The most summary text a pending review carries (it is part of the workflow's history)."""
+PLAN_CHARS = 4_000
+CLAIMS_SHOWN = 20
+
+
+def pending_review(
+    state: ResearchState,
+    *,
+    review_id: str,
+    requested_at: datetime,
+    timeout_seconds: float | None,
+) -> PendingReview:
+    """The review `state` is due for (its plan or its summary), for a person to decide."""
+    point = review_point(state)
+    ungrounded = [c.claim for c in state.claims if not c.grounded][:CLAIMS_SHOWN]
+    details: dict[str, Any] = {
+        "prompt": preview(state.prompt, 500),
+        "ungrounded_claims": ungrounded,
+        "replan_count": state.replan_count,
+        "regeneration_count": state.regeneration_count,
+        "revision_count": state.revision_count,
+        "cost_usd": state.usage.cost_usd,
+    }
+    if point == "plan":
+        details["plan"] = _cut(state.focused_prompt, PLAN_CHARS)
+        subject = f"plan for {preview(state.prompt, 80)!r}: {preview(state.focused_prompt, 160)}"
+    else:
+        score, threshold = state.grounding_score, state.grounding_threshold
+        details |= {
+            "summary": _cut(grounded_text(state), SUMMARY_CHARS),
+            "grounding_score": score,
+            "grounding_threshold": threshold,
+            "evidence_count": len(state.evidence),
+        }
+        grounding = f"grounding {score:.0%}" if score is not None else "not judged"
+        subject = (
+            f"summary for {preview(state.prompt, 80)!r} ({grounding}, threshold "
+            f"{threshold:.0%}): {preview(state.summary, 160)}"
+        )
+    return PendingReview(
+        review_id=review_id,
+        kind=point,
+        subject=subject,
+        details=details,
+        requested_at=requested_at,
+        timeout_at=timeout_at(requested_at, timeout_seconds),
+    )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + " …"
