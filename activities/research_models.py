@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, RetrySettings, with_overrides
 from sleuth.research import EndReason, Node, ResearchDigest, ResearchInputs, ResearchReport
+from sleuth.review import ReviewRecord, ReviewSettings
 
 FINAL_EVIDENCE_CHARS = 24_000
 """Evidence text kept inline in a durable run's `final_state` (in total); the full trail stays in
@@ -51,6 +52,8 @@ class ResearchNodeConfig(BaseModel):
     """One model call writing the focused prompt."""
     finish: ActivitySettings = Field(default_factory=_node_defaults)
     """Writing the report of the finished run (no model call)."""
+    review_subject: ActivitySettings = Field(default_factory=_node_defaults)
+    """Reading the plan or summary a reviewer is shown (no model call)."""
 
     def for_node(self, node: Node) -> ActivitySettings:
         settings: ActivitySettings = getattr(self, node.value)
@@ -67,7 +70,7 @@ class ResearchProgress(BaseModel):
 
     research: str = ""
     status: str = "running"
-    """`running`, `done` or `failed`."""
+    """`running`, `awaiting review`, `done` or `failed`."""
     node: Node = Node.START
     """The node running now (the last one once the run is done)."""
     nodes_run: list[Node] = Field(default_factory=list)
@@ -78,6 +81,11 @@ class ResearchProgress(BaseModel):
     """The score of every grounding eval so far (kept by the workflow, not sent by the nodes)."""
     evidence_count: int = 0
     total_tokens: int = 0
+    cost_usd: float = 0.0
+    """USD spent so far at the models' prices."""
+    revision_count: int = 0
+    reviews: list[ReviewRecord] = Field(default_factory=list)
+    """The reviews decided so far, in order."""
     end_reason: EndReason | None = None
     runs: int = 1
     """Workflow runs so far: 1, plus one per continue-as-new."""
@@ -91,6 +99,8 @@ class ResearchResume(BaseModel):
     digest: ResearchDigest
     """The router's view of that state."""
     progress: ResearchProgress
+    review_remark: str | None = None
+    """A reviewer's remark the next node has not acted on yet."""
 
 
 class ResearchRequest(ResearchInputs):
@@ -125,6 +135,11 @@ class NodeInput(BaseModel):
     """Per-run limit overrides (first execute only)."""
     max_replans: int | None = None
     max_regenerations: int | None = None
+    max_cost_usd: float | None = None
+    review: ReviewSettings | None = None
+    """Per-run review settings (first execute only)."""
+    review_remark: str | None = None
+    """A reviewer's `revise` remark for this node to act on (the node after a review)."""
 
 
 class NodeOutput(BaseModel):
@@ -143,6 +158,8 @@ class FinishInput(BaseModel):
     state_ref: str
     end_reason: EndReason
     """Decided by the workflow (`end_reason` of its digest); the activity only records it."""
+    reviews: list[ReviewRecord] = Field(default_factory=list)
+    """The reviews decided during the run (the workflow waited for them), for the report."""
 
 
 class FinishOutput(BaseModel):
@@ -152,6 +169,13 @@ class FinishOutput(BaseModel):
     """The artifact reference of the final state (end reason set, full evidence trail)."""
     report: ResearchReport
     """The report, evidence text trimmed to `FINAL_EVIDENCE_CHARS` in total."""
+
+
+class ReviewSubjectInput(BaseModel):
+    """Input of `research.review_subject`: the run whose plan or summary a person reviews."""
+
+    research: str
+    state_ref: str
 
 
 class ResearchOutcome(BaseModel):

@@ -54,11 +54,11 @@ from sleuth.review import (
     DENIED,
     ApprovalPolicy,
     ApprovalRequired,
-    PendingReview,
     ReviewRecord,
+    ReviewSubject,
+    approval_id,
     ask,
     record_of,
-    timeout_at,
     utc_now,
 )
 from sleuth.state import EvidenceItem, LoopState
@@ -535,16 +535,19 @@ class Agent:
         """Whether `call` must be approved before it runs (its tool is in the approval policy)."""
         return self.approval is not None and self.approval.covers(call.name)
 
-    def approval_subject(self, call: ToolCall) -> tuple[str, dict[str, Any]]:
+    def approval_subject(self, call: ToolCall) -> ReviewSubject:
         """What a reviewer is shown for `call`: one line, and the details (tool, arguments)."""
         arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
-        subject = f"{self.name}: call {call.name}({preview(arguments, 200)})"
-        return subject, {
-            "agent": self.name,
-            "tool": call.name,
-            "arguments": call.arguments,
-            "call_id": call.id,
-        }
+        return ReviewSubject(
+            kind="tool",
+            subject=f"{self.name}: call {call.name}({preview(arguments, 200)})",
+            details={
+                "agent": self.name,
+                "tool": call.name,
+                "arguments": call.arguments,
+                "call_id": call.id,
+            },
+        )
 
     async def _approve(self, call: ToolCall, state: LoopState) -> ReviewRecord:
         """The decision on `call`: the one recorded in the state (a durable runner records it
@@ -559,15 +562,8 @@ class Agent:
                 "callback to ask in-process: pass ApprovalPolicy(callback=...), or run the agent "
                 "durably (AgentWorkflow) and answer with `sleuth review RUN_ID`"
             )
-        subject, details = self.approval_subject(call)
-        requested_at = utc_now()
-        pending = PendingReview(
-            review_id=f"tool-{call.id}",
-            kind="tool",
-            subject=subject,
-            details=details,
-            requested_at=requested_at,
-            timeout_at=timeout_at(requested_at, self.approval.timeout_seconds),
+        pending = self.approval_subject(call).pending(
+            approval_id(call), utc_now(), self.approval.timeout_seconds
         )
         decision, timed_out = await ask(
             self.approval.callback,

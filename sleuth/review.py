@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sleuth.errors import SleuthError
+from sleuth.models.base import ToolCall
 
 ReviewKind = Literal["plan", "summary", "tool"]
 """What waits: a research plan, a research summary, or a tool call."""
@@ -95,6 +96,27 @@ class PendingReview(BaseModel):
     requested_at: datetime
     timeout_at: datetime | None = None
     """When `on_timeout` decides, if nobody has (None: the run waits as long as it takes)."""
+
+
+class ReviewSubject(BaseModel):
+    """What a review is about, before it is stamped with a time and an id."""
+
+    kind: ReviewKind
+    subject: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    def pending(
+        self, review_id: str, requested_at: datetime, timeout_seconds: float | None
+    ) -> PendingReview:
+        """The pending review of this subject, requested at `requested_at`."""
+        return PendingReview(
+            review_id=review_id,
+            kind=self.kind,
+            subject=self.subject,
+            details=self.details,
+            requested_at=requested_at,
+            timeout_at=timeout_at(requested_at, timeout_seconds),
+        )
 
 
 class ReviewRecord(BaseModel):
@@ -190,6 +212,11 @@ def check_decision(
             )
         if revise_refusal:
             raise ReviewError(revise_refusal)
+
+
+def approval_id(call: ToolCall) -> str:
+    """The review id of the approval of a tool call (`tool-<call id>`)."""
+    return f"tool-{call.id}"
 
 
 def timeout_at(requested_at: datetime, timeout_seconds: float | None) -> datetime | None:

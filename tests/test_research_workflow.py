@@ -256,8 +256,8 @@ async def test_finish_records_the_reason_it_is_given_and_never_routes() -> None:
     assert stored.end_reason == "max_replans"
 
 
-def test_the_node_config_has_one_field_per_node_and_the_finish_step() -> None:
-    assert list(ResearchNodeConfig.model_fields) == [*NODES, "finish"]
+def test_the_node_config_has_one_field_per_node_the_finish_step_and_the_review_subject() -> None:
+    assert list(ResearchNodeConfig.model_fields) == [*NODES, "finish", "review_subject"]
     config = ResearchNodeConfig.with_overrides({"grounding_eval": {"start_to_close_seconds": 7}})
     assert config.for_node(Node.GROUNDING_EVAL).start_to_close_seconds == 7
 
@@ -327,7 +327,7 @@ async def test_a_run_past_its_history_budget_continues_as_new(
     carried = json.loads(
         last.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
     )["resume"]
-    assert set(carried) == {"state_ref", "digest", "progress"}
+    assert set(carried) == {"state_ref", "digest", "progress", "review_remark"}
     # Every run stayed near its budget, and the graph went on where the last run stopped.
     assert len(first_run.events) < 40
     assert progress.runs > 2

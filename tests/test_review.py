@@ -23,7 +23,10 @@ from sleuth.review import (
     ReviewError,
     ReviewPolicy,
     ReviewSettings,
+    ReviewSubject,
     ReviewTimedOut,
+    check_decision,
+    utc_now,
 )
 
 Decide = Callable[[PendingReview], ReviewDecision]
@@ -105,6 +108,24 @@ def test_a_spent_budget_ends_the_run_before_any_review() -> None:
     assert next_node(spent) == Node.DONE
     assert next_node(spent.model_copy(update={"node": Node.EXECUTE})) == Node.DONE
     assert end_reason(spent.model_copy(update={"grounding_score": 0.1})) == "budget_exhausted"
+
+
+def test_a_decision_must_answer_the_pending_review() -> None:
+    approve = ReviewDecision(review_id="summary-1", decision="approve")
+    with pytest.raises(ReviewError, match="no review is pending"):
+        check_decision(None, approve)
+    pending = ReviewSubject(kind="tool", subject="call x").pending("tool-1", utc_now(), 60)
+    with pytest.raises(ReviewError, match="'tool-1' waits"):
+        check_decision(pending, approve)
+    revise = ReviewDecision(review_id="tool-1", decision="revise", remark="shorter")
+    with pytest.raises(ReviewError, match="not revised"):
+        check_decision(pending, revise)
+    summary = pending.model_copy(update={"kind": "summary"})
+    with pytest.raises(ReviewError, match="budget"):
+        check_decision(summary, revise, revise_refusal="the budget is spent")
+    check_decision(summary, revise)
+    assert pending.timeout_at is not None
+    assert (pending.timeout_at - pending.requested_at).total_seconds() == 60
 
 
 def test_decisions_are_validated() -> None:

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from sleuth.config import temporal_address, temporal_namespace
 from sleuth.errors import SleuthError
 from workers.codec import data_converter
+from workers.telemetry import client_interceptors
 
 PLAINTEXT_API_KEY_ENV = "TEMPORAL_ALLOW_PLAINTEXT_API_KEY"
 _TRUE = {"1", "true", "yes", "on"}
@@ -106,12 +108,15 @@ async def connect(
     *,
     namespace: str | None = None,
     security: ConnectionSecurity | None = None,
+    runtime: Runtime | None = None,
 ) -> Client:
     """Connect to Temporal at `address` (default `$TEMPORAL_ADDRESS` or localhost:7233).
 
     TLS and the API key come from `security`, else from the environment
     (`ConnectionSecurity.from_env`). Payloads are encrypted when an encryption key is configured
-    (`workers.codec`).
+    (`workers.codec`). The client (and every worker built on it) traces through OpenTelemetry
+    (`workers.telemetry`); `runtime` is the Temporal runtime to use (a worker's, serving
+    metrics: `workers.telemetry.metrics_runtime`).
     """
     security = security or ConnectionSecurity.from_env()
     return await Client.connect(
@@ -120,4 +125,6 @@ async def connect(
         data_converter=data_converter(),
         tls=security.tls,
         api_key=security.api_key,
+        interceptors=client_interceptors(),
+        runtime=runtime,
     )

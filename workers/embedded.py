@@ -36,6 +36,7 @@ from sleuth.errors import SleuthError
 from workers.binaries import temporal_cli
 from workers.client import ConnectionSecurity
 from workers.codec import configured_codec
+from workers.search_attributes import dev_server_flags
 
 EMBEDDED_ADDRESS_ENV = "SLEUTH_EMBEDDED_ADDRESS"
 """Environment variable naming the address the embedded server owns (default localhost:7233)."""
@@ -108,6 +109,8 @@ class ServerSettings:
             FAST_DEV_SERVER_CONFIG,
             "--log-level",
             "warn",
+            # Sleuth's search attributes, so runs are findable by grounding score, cost, ….
+            *dev_server_flags(),
         ]
         if self.codec_endpoint:
             command += ["--ui-codec-endpoint", self.codec_endpoint]

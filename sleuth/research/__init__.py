@@ -43,7 +43,7 @@ from sleuth.research.report import (
     normalise,
     sources,
 )
-from sleuth.research.review import pending_review
+from sleuth.research.review import pending_review, review_subject
 from sleuth.research.router import (
     DONE,
     MAX_LOOPS,
@@ -126,6 +126,7 @@ __all__ = [
     "replan_node",
     "report_text",
     "review_point",
+    "review_subject",
     "revise_refusal",
     "sources",
     "summarize_node",

@@ -1,8 +1,8 @@
 """What a research run shows a reviewer: the plan or the summary waiting for a decision.
 
-Both runners build the `PendingReview` with `pending_review(state, ...)`: in-process from the
-run's state, durably in the `research.review_request` activity (the workflow holds only the
-digest, not the summary).
+Both runners describe the review with `review_subject(state)`: in-process from the run's state,
+durably in the `research.review_subject` activity (the workflow holds only the digest, not the
+summary), which the workflow then stamps with its own clock.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from sleuth.research.nodes import grounded_text
 from sleuth.research.router import review_point
 from sleuth.research.state import ResearchState
-from sleuth.review import PendingReview, timeout_at
+from sleuth.review import PendingReview, ReviewSubject
 from sleuth.text import preview
 
 SUMMARY_CHARS = 8_000
@@ -30,6 +30,11 @@ def pending_review(
     timeout_seconds: float | None,
 ) -> PendingReview:
     """The review `state` is due for (its plan or its summary), for a person to decide."""
+    return review_subject(state).pending(review_id, requested_at, timeout_seconds)
+
+
+def review_subject(state: ResearchState) -> ReviewSubject:
+    """What a reviewer of `state` is shown: the plan, or the summary and its grounding."""
     point = review_point(state)
     ungrounded = [c.claim for c in state.claims if not c.grounded][:CLAIMS_SHOWN]
     details: dict[str, Any] = {
@@ -56,14 +61,7 @@ def pending_review(
             f"summary for {preview(state.prompt, 80)!r} ({grounding}, threshold "
             f"{threshold:.0%}): {preview(state.summary, 160)}"
         )
-    return PendingReview(
-        review_id=review_id,
-        kind=point,
-        subject=subject,
-        details=details,
-        requested_at=requested_at,
-        timeout_at=timeout_at(requested_at, timeout_seconds),
-    )
+    return ReviewSubject(kind=point, subject=subject, details=details)
 
 
 def _cut(text: str, limit: int) -> str:

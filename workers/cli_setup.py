@@ -1,0 +1,42 @@
+"""`sleuth setup`: register Sleuth's search attributes on a Temporal namespace."""
+
+from __future__ import annotations
+
+import argparse
+
+from workers.client import connect
+from workers.embedded import ensure_temporal
+from workers.search_attributes import attribute_table, register_search_attributes
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "setup",
+        help="register Sleuth's search attributes on a Temporal namespace",
+        description=(
+            "Add Sleuth's search attributes (SleuthGroundingScore, SleuthCostUsd, …) to the "
+            "namespace through the operator service, so runs can be filtered in the Web UI and "
+            "with `temporal workflow list --query`. Safe to run again. The embedded server "
+            "registers them itself; run this once per namespace of a cluster."
+        ),
+    )
+    parser.add_argument(
+        "--namespace", metavar="NAME", help="the namespace (default: $TEMPORAL_NAMESPACE)"
+    )
+    parser.set_defaults(func=run_setup_command)
+
+
+async def run_setup_command(args: argparse.Namespace) -> int:
+    address = await ensure_temporal()
+    client = await connect(address, namespace=args.namespace)
+    report = await register_search_attributes(client, args.namespace)
+    kinds = dict(attribute_table())
+    for name in [*report.added, *report.already]:
+        state = "added" if name in report.added else "already registered"
+        print(f"  {name:<24} {kinds[name]:<8} {state}")
+    print(
+        f"sleuth setup: namespace {report.namespace!r} at {address} has Sleuth's "
+        f"{len(kinds)} search attributes ({len(report.added)} added). Try: temporal workflow "
+        "list --query 'SleuthGroundingScore < 0.6'"
+    )
+    return 0
