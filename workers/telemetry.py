@@ -54,26 +54,32 @@ def client_interceptors() -> list[Interceptor]:
 
 
 def configure_tracing(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
-    """Install a tracer provider with the exporters the `OTEL_*` variables name; None (and
-    nothing installed) when they name none. Once per process: a later call returns the first
-    provider."""
+    """Install the tracer provider the `OTEL_*` variables ask for (`tracer_provider_from_env`);
+    None, and nothing installed, when they ask for none. Once per process: a later call returns
+    the first provider."""
     global _provider
+    if _provider is None:
+        _provider = tracer_provider_from_env(environ)
+        if _provider is not None:
+            trace.set_tracer_provider(_provider)
+    return _provider
+
+
+def tracer_provider_from_env(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
+    """A tracer provider exporting to what `OTEL_TRACES_EXPORTER` names (batched), with the
+    resource of `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES`; None when no exporter is asked
+    for or `OTEL_SDK_DISABLED=true`."""
     env = os.environ if environ is None else environ
-    if _provider is not None:
-        return _provider
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None
     exporters = [_exporter(name, env) for name in _exporter_names(env)]
     if not exporters:
         return None
-    resource = Resource.create(
-        {} if env.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: DEFAULT_SERVICE_NAME}
-    )
+    service = env.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME
+    resource = Resource.create({SERVICE_NAME: service})
     provider = TracerProvider(resource=resource)
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-    _provider = provider
     return provider
 
 
