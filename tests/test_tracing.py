@@ -157,6 +157,13 @@ def test_exporters_come_from_the_otel_variables() -> None:
     assert otlp is not None
     exporter = otlp._active_span_processor._span_processors[0].span_exporter  # type: ignore[attr-defined]
     assert type(exporter).__module__.startswith("opentelemetry.exporter.otlp.proto.grpc")
+    http = tracer_provider_from_env(
+        {"OTEL_TRACES_EXPORTER": "otlp,console", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+    )
+    assert http is not None
+    kinds = [p.span_exporter for p in http._active_span_processor._span_processors]  # type: ignore[attr-defined]
+    assert type(kinds[0]).__module__.startswith("opentelemetry.exporter.otlp.proto.http")
+    assert isinstance(kinds[1], ConsoleSpanExporter)
     assert (
         tracer_provider_from_env(
             {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_SDK_DISABLED": "true"}

@@ -21,7 +21,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from sleuth.review import PendingReview, ReviewDecision, Verdict
@@ -72,13 +72,16 @@ async def run_review_command(args: argparse.Namespace) -> int:
                 )
                 return 2
             raise
+        status = description.status.name.lower() if description.status else "unknown"
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            print(f"nothing waits for review on {args.run_id} (status: {status})")
+            return 0
         async with _worker_for(session, description.task_queue):
             pending: PendingReview | None = await handle.query(
                 "pending_review",
                 result_type=PendingReview | None,  # type: ignore[arg-type]
             )
             if pending is None:
-                status = description.status.name.lower() if description.status else "unknown"
                 print(f"nothing waits for review on {args.run_id} (status: {status})")
                 return 0
             if args.json:
