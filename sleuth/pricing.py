@@ -225,6 +225,13 @@ def require_price(model: Model) -> ModelPrice:
     return price
 
 
+def usd(cost: float) -> str:
+    """A cost for people: `$0`, `$0.000042` below a cent, `$1.2345` above."""
+    if cost == 0:
+        return "$0"
+    return f"${cost:.6f}" if cost < 0.01 else f"${cost:.4f}"
+
+
 def priced(model: Model, usage: Usage) -> Usage:
     """`usage` with its cost at `model`'s price (0, with a warning once, for an unpriced model)."""
     price = price_of(model)

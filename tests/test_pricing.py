@@ -21,6 +21,7 @@ from sleuth.pricing import (
     price_of,
     priced,
     set_prices,
+    usd,
 )
 from sleuth.telemetry import model_request
 
@@ -90,6 +91,10 @@ def test_a_bad_price_file_says_what_is_wrong(
     monkeypatch.setenv("SLEUTH_PRICES", str(prices))
     with pytest.raises(InvalidSettingError, match="does not parse as TOML"):
         price_of("openai:gpt-4o")
+
+
+def test_costs_read_well() -> None:
+    assert (usd(0), usd(0.0000421), usd(1.23456)) == ("$0", "$0.000042", "$1.2346")
 
 
 def test_priced_usage_and_unpriced_models_cost_zero() -> None:

@@ -16,6 +16,7 @@ from temporalio.service import RPCError
 from activities.errors import unwrap_cause
 from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
 from sleuth.config import workflow_link
+from sleuth.pricing import usd
 from sleuth.research import Node
 from sleuth.review import ReviewSettings
 from workers.session import add_session_arguments, open_session, workflow_pollers
@@ -193,7 +194,7 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
         f"Ended: {report.end_reason}   "
         f"Evidence items: {report.evidence_count}   "
         f"Tokens: {report.usage.total_tokens}   "
-        f"Cost: ${report.cost_usd:.4f}",
+        f"Cost: {usd(report.cost_usd)}",
         *(
             f"Review {r.review_id}: {r.decision}" + (f" ({r.remark})" if r.remark else "")
             for r in report.reviews

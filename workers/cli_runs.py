@@ -33,6 +33,7 @@ from activities.attributes import (
     REVIEW_STATE,
     TOTAL_TOKENS,
 )
+from sleuth.pricing import usd
 from workers.client import connect
 from workers.embedded import ensure_temporal
 
@@ -209,7 +210,7 @@ def format_table(rows: list[RunRow]) -> str:
             f"{row.grounding_score:.0%}" if row.grounding_score is not None else "-",
             str(row.replans) if row.replans is not None else "-",
             f"{row.tokens:,}" if row.tokens is not None else "-",
-            f"${row.cost_usd:.4f}" if row.cost_usd is not None else "-",
+            usd(row.cost_usd) if row.cost_usd is not None else "-",
         )
         for row in rows
     ]
