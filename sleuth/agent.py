@@ -53,18 +53,14 @@ from sleuth.pricing import require_price
 from sleuth.review import (
     DENIED,
     ApprovalPolicy,
-    ApprovalRequired,
     ReviewRecord,
     ReviewSubject,
-    approval_id,
-    ask,
-    record_of,
-    utc_now,
+    approval_subject,
+    ask_approval,
 )
 from sleuth.state import EvidenceItem, LoopState
 from sleuth.telemetry import end_tool_span, model_request, tool_span
 from sleuth.termination import Condition, MaxIterations
-from sleuth.text import preview
 from sleuth.tools import Tool, ToolResult, as_tool
 
 CheckpointHook = Callable[[LoopState], Awaitable[None] | None]
@@ -537,17 +533,7 @@ class Agent:
 
     def approval_subject(self, call: ToolCall) -> ReviewSubject:
         """What a reviewer is shown for `call`: one line, and the details (tool, arguments)."""
-        arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
-        return ReviewSubject(
-            kind="tool",
-            subject=f"{self.name}: call {call.name}({preview(arguments, 200)})",
-            details={
-                "agent": self.name,
-                "tool": call.name,
-                "arguments": call.arguments,
-                "call_id": call.id,
-            },
-        )
+        return approval_subject(self.name, call)
 
     async def _approve(self, call: ToolCall, state: LoopState) -> ReviewRecord:
         """The decision on `call`: the one recorded in the state (a durable runner records it
@@ -556,29 +542,14 @@ class Agent:
         if recorded is not None:
             return recorded
         assert self.approval is not None
-        if self.approval.callback is None:
-            raise ApprovalRequired(
-                f"calls of {call.name!r} need approval, but agent {self.name!r} has no approval "
-                "callback to ask in-process: pass ApprovalPolicy(callback=...), or run the agent "
-                "durably (AgentWorkflow) and answer with `sleuth review RUN_ID`"
-            )
-        pending = self.approval_subject(call).pending(
-            approval_id(call), utc_now(), self.approval.timeout_seconds
-        )
-        decision, timed_out = await ask(
-            self.approval.callback,
-            pending,
-            timeout_seconds=self.approval.timeout_seconds,
-            on_timeout=self.approval.on_timeout,
-        )
-        record = record_of(pending, decision, timed_out=timed_out)
+        record = await ask_approval(self.approval, self.name, call)
         state.approvals[call.id] = record
         emit(
             "agent.approval",
             agent=self.name,
             tool=call.name,
             decision=record.decision,
-            timed_out=timed_out,
+            timed_out=record.timed_out,
         )
         return record
 

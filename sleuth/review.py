@@ -21,6 +21,7 @@ by `on_timeout`.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sleuth.errors import SleuthError
 from sleuth.models.base import ToolCall
+from sleuth.text import preview
 
 ReviewKind = Literal["plan", "summary", "tool"]
 """What waits: a research plan, a research summary, or a tool call."""
@@ -281,3 +283,39 @@ async def ask(
         )
     check_decision(pending, decision, revise_refusal=revise_refusal)
     return decision, False
+
+
+def approval_subject(agent: str, call: ToolCall) -> ReviewSubject:
+    """What a reviewer is shown for a tool call of `agent`: one line, and the tool, its
+    arguments and the call's id."""
+    arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
+    return ReviewSubject(
+        kind="tool",
+        subject=f"{agent}: call {call.name}({preview(arguments, 200)})",
+        details={
+            "agent": agent,
+            "tool": call.name,
+            "arguments": call.arguments,
+            "call_id": call.id,
+        },
+    )
+
+
+async def ask_approval(policy: ApprovalPolicy, agent: str, call: ToolCall) -> ReviewRecord:
+    """Ask `policy`'s callback (in-process) whether `agent` may make `call`."""
+    if policy.callback is None:
+        raise ApprovalRequired(
+            f"calls of {call.name!r} need approval, but agent {agent!r} has no approval callback "
+            "to ask in-process: pass ApprovalPolicy(callback=...), or run the agent durably "
+            "(AgentWorkflow) and answer with `sleuth review RUN_ID`"
+        )
+    pending = approval_subject(agent, call).pending(
+        approval_id(call), utc_now(), policy.timeout_seconds
+    )
+    decision, timed_out = await ask(
+        policy.callback,
+        pending,
+        timeout_seconds=policy.timeout_seconds,
+        on_timeout=policy.on_timeout,
+    )
+    return record_of(pending, decision, timed_out=timed_out)

@@ -22,7 +22,6 @@ with workflow.unsafe.imports_passed_through():
         ReviewTimedOut,
         ReviewTimeoutAction,
         check_decision,
-        timeout_at,
         timeout_decision,
     )
 
@@ -38,25 +37,6 @@ class ReviewGate:
         self.revise_refusal: str | None = None
         """Why the pending review cannot be revised (a run out of revisions or budget)."""
         self._decision: ReviewDecision | None = None
-
-    def request(
-        self,
-        review_id: str,
-        kind: str,
-        subject: str,
-        details: dict[str, object],
-        timeout: float | None,
-    ) -> PendingReview:
-        """A pending review stamped with the workflow's clock."""
-        now = workflow.now()
-        return PendingReview(
-            review_id=review_id,
-            kind=kind,  # type: ignore[arg-type]
-            subject=subject,
-            details=details,
-            requested_at=now,
-            timeout_at=timeout_at(now, timeout),
-        )
 
     def validate(self, decision: ReviewDecision) -> None:
         """Refuse (with the reason) a decision that does not answer the pending review."""

@@ -43,7 +43,7 @@ from sleuth.research.report import (
     normalise,
     sources,
 )
-from sleuth.research.review import pending_review, review_subject
+from sleuth.research.review import ask_reviewer, decided, pending_review, review_subject
 from sleuth.research.router import (
     DONE,
     MAX_LOOPS,
@@ -104,11 +104,13 @@ __all__ = [
     "ResearchSpec",
     "ResearchState",
     "TokenUsage",
+    "ask_reviewer",
     "budget_spent",
     "build_final_state",
     "causal_inference_node",
     "cite",
     "create_research_workflow",
+    "decided",
     "dedupe_findings",
     "end_reason",
     "execute_node",

@@ -37,28 +37,17 @@ from sleuth.research.nodes import (
     summarize_node,
 )
 from sleuth.research.report import ResearchReport, build_final_state, finish
-from sleuth.research.review import pending_review
+from sleuth.research.review import ask_reviewer
 from sleuth.research.router import (
     MAX_LOOPS,
     EndReason,
     Node,
     end_reason,
     next_node,
-    record_review,
-    review_point,
-    revise_refusal,
     unknown_node,
 )
 from sleuth.research.state import ResearchState
-from sleuth.review import (
-    ReviewError,
-    ReviewPolicy,
-    ReviewRecord,
-    ReviewSettings,
-    ask,
-    record_of,
-    utc_now,
-)
+from sleuth.review import ReviewError, ReviewPolicy, ReviewSettings
 from sleuth.state import LoopState
 from sleuth.telemetry import span
 from sleuth.tools import Tool
@@ -278,52 +267,12 @@ class ResearchSpec:
         with span(f"research {self.name}", **{"sleuth.research": self.name}):
             while (node := next_node(state)) != Node.DONE:
                 if node == Node.REVIEW:
-                    state = await self._review(state)
+                    assert self.review is not None and self.review.callback is not None
+                    state = await ask_reviewer(self.review.callback, self.name, state)
                 else:
                     state = await self.run_node(node, state, app=app)
             state, report = self.finish(state, end_reason(state))
         return ResearchResult(final_state=report, state=state, output_schema=self.output_schema)
-
-    async def _review(self, state: ResearchState) -> ResearchState:
-        """Ask the policy's callback to decide the review now due, and record the decision."""
-        assert self.review is not None and self.review.callback is not None
-        assert state.review is not None
-        point = review_point(state)
-        pending = pending_review(
-            state,
-            review_id=f"{point}-{len(state.reviews) + 1}",
-            requested_at=utc_now(),
-            timeout_seconds=state.review.timeout_seconds,
-        )
-        decision, timed_out = await ask(
-            self.review.callback,
-            pending,
-            timeout_seconds=state.review.timeout_seconds,
-            on_timeout=state.review.on_timeout,
-            revise_refusal=revise_refusal(state),
-        )
-        record = record_of(pending, decision, timed_out=timed_out)
-        emit(
-            "research.review",
-            research=self.name,
-            review_id=record.review_id,
-            kind=record.kind,
-            decision=record.decision,
-            timed_out=timed_out,
-        )
-        return self.decided(state, record)
-
-    @staticmethod
-    def decided(state: ResearchState, record: ReviewRecord) -> ResearchState:
-        """`state` after the review `record` decided: at `review`, with the decision, the remark
-        for the node that writes again (`revise`), and the record kept for the report."""
-        recorded = record_review(state, record.decision)
-        return recorded.model_copy(
-            update={
-                "review_remark": record.remark if record.decision == "revise" else None,
-                "reviews": [*state.reviews, record],
-            }
-        )
 
     async def run_node(
         self,
