@@ -10,7 +10,8 @@ registers them at start, `sleuth setup` registers them on a cluster. Workflows r
 `sleuth.search_attributes` once (as a local activity, so the answer is in their history) before
 they upsert any (`workflows.attributes`), so a namespace where `sleuth setup` never ran does not
 fail workflow tasks: the attributes are just not set, and the worker logs how to fix that. The
-answer is cached per namespace for a minute, so it costs one RPC per worker and minute.
+answer is cached per server and namespace for a minute, so it costs one RPC per worker and
+minute.
 """
 
 from __future__ import annotations
@@ -78,11 +79,14 @@ def type_name(value_type: int) -> str:
 async def registered_search_attributes() -> list[str]:
     """The Sleuth attributes registered on this worker's namespace with the right type."""
     namespace = activity.info().namespace
-    cached = _cache.get(namespace)
+    client = activity.client()
+    # One process may serve several clusters (tests do): the answer is per server and namespace.
+    where = f"{client.service_client.config.target_host}/{namespace}"
+    cached = _cache.get(where)
     if cached is not None and time.monotonic() - cached[0] < CACHE_SECONDS:
         return cached[1]
     try:
-        response = await activity.client().operator_service.list_search_attributes(
+        response = await client.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace=namespace)
         )
         registered = dict(response.custom_attributes)
@@ -95,10 +99,10 @@ async def registered_search_attributes() -> list[str]:
     usable = sorted(
         name for name, value_type in expected_types().items() if registered.get(name) == value_type
     )
-    _cache[namespace] = (time.monotonic(), usable)
+    _cache[where] = (time.monotonic(), usable)
     missing = sorted(set(expected_types()) - set(usable))
-    if missing and namespace not in _warned:
-        _warned.add(namespace)
+    if missing and where not in _warned:
+        _warned.add(where)
         wrong = {
             name: type_name(registered[name])
             for name in missing

@@ -16,9 +16,9 @@ import pytest
 from research_scripts import ResearchScript, lookup, scripted_model
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
-from activities.attributes import expected_types
+from activities.attributes import expected_types, registered_search_attributes
 from activities.research_models import ResearchOutcome, ResearchRequest
 from sleuth import App, create_research_workflow
 from sleuth.pricing import ModelPrice, set_prices
@@ -241,3 +241,15 @@ async def test_setup_refuses_an_attribute_registered_with_another_type() -> None
             await register_search_attributes(server.client)
     finally:
         await server.shutdown()
+
+
+async def test_the_lookup_answers_per_server_and_namespace(
+    embedded: str, time_env: WorkflowEnvironment
+) -> None:
+    """One process may serve several clusters: a server without the attributes (the test
+    server) does not hide them on one that has them, both in namespace `default`."""
+    without = await ActivityEnvironment(client=time_env.client).run(registered_search_attributes)
+    assert without == []
+    client = await connect(await ensure_temporal())
+    with_them = await ActivityEnvironment(client=client).run(registered_search_attributes)
+    assert sorted(with_them) == sorted(expected_types())
