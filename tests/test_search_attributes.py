@@ -117,6 +117,12 @@ async def test_runs_are_found_by_grounding_score_with_the_temporal_cli(embedded:
     client = await connect(address)
     registered = await custom_attributes(client)
     assert {name: registered.get(name) for name in expected_types()} == expected_types()
+    setup = subprocess.run(
+        sleuth_command("setup"), env=cli_env(), capture_output=True, text=True, timeout=120
+    )
+    assert setup.returncode == 0, setup.stderr
+    assert setup.stdout.count("already registered") == len(expected_types())
+    assert "(0 added)" in setup.stdout
 
     name = f"market-{uuid.uuid4().hex[:6]}"
     grounded = [await run_research(client, research_app(name, True), name) for _ in range(2)]
