@@ -30,6 +30,7 @@ from activities.agent_models import (
 )
 from activities.checkpoints import Journal
 from activities.errors import ConfigError, mapped_errors
+from activities.events import streams_events
 from activities.heartbeat import journaled
 from activities.metrics import record_tool_errors
 from sleuth.agent import Agent
@@ -108,18 +109,21 @@ class AgentActivities:
 
     @activity.defn(name="agent.model_turn")
     @mapped_errors
+    @streams_events
     async def model_turn(self, request: StepInput) -> StepOutput:
         """One model request (and the grounding judge or a summary when they are due)."""
         return await self._step(request, "model")
 
     @activity.defn(name="agent.tool")
     @mapped_errors
+    @streams_events
     async def tool(self, request: StepInput) -> StepOutput:
         """One tool call of the agent."""
         return await self._step(request, "tool")
 
     @activity.defn(name="agent.subagent")
     @mapped_errors
+    @streams_events
     async def subagent(self, request: StepInput) -> StepOutput:
         """One `task` dispatch: a whole child agent run, whose answer and tokens go to the parent."""
         return await self._step(request, "subagent")

@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, with_overrides
 from sleuth.models.base import Usage
 from sleuth.review import ApprovalTimeoutAction, ReviewRecord, ReviewSubject
+from sleuth.strict import StrictInput
 
 StepKind = Literal["model", "tool", "subagent"]
 
@@ -26,7 +28,7 @@ def _subagent_defaults() -> ActivitySettings:
     return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
-class AgentStepConfig(BaseModel):
+class AgentStepConfig(StrictInput):
     """Timeouts and retry policy of each kind of `AgentWorkflow` step. Override per run with
     `AgentRequest.steps`, e.g. `{"subagent": {"heartbeat_seconds": 10}}`."""
 
@@ -149,15 +151,17 @@ class AgentProgress(BaseModel):
     """The tool calls decided by a person (or a timeout) so far."""
 
 
-class AgentResume(BaseModel):
+class AgentResume(StrictInput):
     """What a run carries over `continue_as_new`."""
 
     state_ref: str
     next: NextStep
     progress: AgentProgress
+    stream: WorkflowStreamState | None = None
+    """The event stream's offset and latest events."""
 
 
-class AgentRequest(BaseModel):
+class AgentRequest(StrictInput):
     """Input of `AgentWorkflow`. Plain JSON: `{"agent": "analyst", "prompt": "…"}`."""
 
     agent: str

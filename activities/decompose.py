@@ -22,6 +22,7 @@ from activities.decompose_models import (
     SynthesizeInput,
 )
 from activities.errors import ConfigError, mapped_errors
+from activities.events import streams_events
 from activities.heartbeat import checkpointing, heartbeating
 from sleuth.agent import Agent
 from sleuth.app import App
@@ -57,6 +58,7 @@ class DecomposeActivities:
 
     @activity.defn(name="decompose.settings")
     @mapped_errors
+    @streams_events
     async def settings(self, request: AgentSettingsInput) -> AgentSettings:
         agent = decomposer_for(self.app, request.agent)
         return AgentSettings(
@@ -65,6 +67,7 @@ class DecomposeActivities:
 
     @activity.defn(name="decompose.decide")
     @mapped_errors
+    @streams_events
     async def decide(self, request: DecideInput) -> Decision:
         agent = decomposer_for(self.app, request.agent)
         async with heartbeating():
@@ -72,6 +75,7 @@ class DecomposeActivities:
 
     @activity.defn(name="decompose.solve")
     @mapped_errors
+    @streams_events
     async def solve(self, request: SolveInput) -> NodeOutcome:
         agent = decomposer_for(self.app, request.agent)
         async with checkpointing(default_artifact_store()) as (checkpoint, save):
@@ -81,6 +85,7 @@ class DecomposeActivities:
 
     @activity.defn(name="decompose.synthesize")
     @mapped_errors
+    @streams_events
     async def synthesize(self, request: SynthesizeInput) -> NodeOutcome:
         agent = decomposer_for(self.app, request.agent)
         async with checkpointing(default_artifact_store()) as (checkpoint, save):

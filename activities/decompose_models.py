@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings
 from sleuth.decompose import Budget, Spend, TaskNode
+from sleuth.strict import StrictInput
 
 MAX_DEPTH = 10
 """Deepest decomposition an input may ask for: every level multiplies the child workflows."""
@@ -24,7 +25,7 @@ def _react_defaults() -> ActivitySettings:
     return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
-class DecomposeConfig(BaseModel):
+class DecomposeConfig(StrictInput):
     """Timeouts and retry policy of the decomposition activities; override per run with
     `DecomposeInput.config` (subtasks inherit the root's)."""
 
@@ -42,7 +43,7 @@ class DecomposeConfig(BaseModel):
     """The synthesis ReAct loop over the digest (checkpoints like `solve`)."""
 
 
-class DecomposeInput(BaseModel):
+class DecomposeInput(StrictInput):
     """Start a decomposition: `{"agent": "deep-researcher", "task": "..."}`."""
 
     agent: str

@@ -10,6 +10,7 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
+from sleuth.agent.policies import GuardrailViolation
 from sleuth.app import UnknownNameError
 from sleuth.artifacts import ArtifactNotFoundError, ArtifactReferenceError
 from sleuth.errors import InvalidSettingError, SleuthError
@@ -39,6 +40,8 @@ def to_application_error(exc: BaseException) -> ApplicationError | None:
         return ApplicationError(str(exc), type="ConfigError", non_retryable=True)
     if isinstance(exc, ReviewError):
         return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
+    if isinstance(exc, GuardrailViolation):
+        return ApplicationError(str(exc), type="GuardrailViolation", non_retryable=True)
     if isinstance(exc, ValidationError):
         return ApplicationError(str(exc), type="ValidationError", non_retryable=True)
     if isinstance(exc, ArtifactReferenceError | ArtifactNotFoundError):

@@ -16,6 +16,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
+from activities.events import streams_events
 from activities.heartbeat import checkpointing, heartbeating
 from activities.pipeline_models import (
     ConditionInput,
@@ -78,6 +79,7 @@ class PipelineActivities:
 
     @activity.defn(name="pipeline.describe")
     @mapped_errors
+    @streams_events
     async def describe(self, request: DescribeInput) -> PipelineSpec:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
         return PipelineSpec(
@@ -93,6 +95,7 @@ class PipelineActivities:
 
     @activity.defn(name="pipeline.stage")
     @mapped_errors
+    @streams_events
     async def stage(self, request: StageInput) -> StageOutput:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
         agent = resolve_stage(stage_at(pipeline, [request.index]), self.app)
@@ -107,6 +110,7 @@ class PipelineActivities:
 
     @activity.defn(name="pipeline.condition")
     @mapped_errors
+    @streams_events
     async def condition(self, request: ConditionInput) -> ConditionOutput:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
         if not isinstance(pipeline, LoopAgent):

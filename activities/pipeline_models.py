@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import MAX_SECONDS, ActivitySettings
+from sleuth.strict import StrictInput
 
 MAX_NESTING = 32
 """Deepest nesting of inline pipelines a stage path may name."""
@@ -22,7 +23,7 @@ def _stage_defaults() -> ActivitySettings:
     return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
-class PipelineConfig(BaseModel):
+class PipelineConfig(StrictInput):
     """Timeouts and retry policy of the pipeline activities; override per run with
     `PipelineInput.config` (nested pipelines inherit it)."""
 
@@ -44,7 +45,7 @@ class PipelineConfig(BaseModel):
     more than 0."""
 
 
-class PipelineInput(BaseModel):
+class PipelineInput(StrictInput):
     """Start a pipeline run: `{"pipeline": "report", "task": "..."}`."""
 
     pipeline: str

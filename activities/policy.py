@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, model_validator
 from temporalio.common import RetryPolicy
 
+from sleuth.strict import StrictInput
+
 MAX_SECONDS = 30 * 24 * 3600.0
 """Longest timeout, interval or heartbeat any setting accepts: 30 days."""
 MAX_ATTEMPTS = 10_000
@@ -26,7 +28,7 @@ def attempts(default: int) -> Any:
     return Field(default=default, ge=0, le=MAX_ATTEMPTS)
 
 
-class RetrySettings(BaseModel):
+class RetrySettings(StrictInput):
     """How Temporal retries one kind of activity."""
 
     initial_interval_seconds: float = seconds(1.0)
@@ -56,7 +58,7 @@ class RetrySettings(BaseModel):
         )
 
 
-class ActivitySettings(BaseModel):
+class ActivitySettings(StrictInput):
     """Timeouts and retries of one kind of activity."""
 
     start_to_close_seconds: float = seconds(600.0)

@@ -17,6 +17,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
+from activities.events import streams_events
 from activities.heartbeat import checkpointing, heartbeating
 from activities.metrics import record_tool_errors
 from activities.research_models import (
@@ -61,6 +62,7 @@ class ResearchActivities:
 
     @activity.defn(name="research.execute")
     @mapped_errors
+    @streams_events
     async def execute(self, request: NodeInput) -> NodeOutput:
         """The agent tool loop; resumes from the checkpoint of a failed earlier attempt."""
         spec, state = await self._load(request)
@@ -80,36 +82,42 @@ class ResearchActivities:
 
     @activity.defn(name="research.causal_inference")
     @mapped_errors
+    @streams_events
     async def causal_inference(self, request: NodeInput) -> NodeOutput:
         """Build the causal chain from the evidence."""
         return await self._run(Node.CAUSAL_INFERENCE, request)
 
     @activity.defn(name="research.summarize")
     @mapped_errors
+    @streams_events
     async def summarize(self, request: NodeInput) -> NodeOutput:
         """Distil the evidence into the summary."""
         return await self._run(Node.SUMMARIZE, request)
 
     @activity.defn(name="research.grounding_eval")
     @mapped_errors
+    @streams_events
     async def grounding_eval(self, request: NodeInput) -> NodeOutput:
         """Score the summary's claims against the evidence."""
         return await self._run(Node.GROUNDING_EVAL, request)
 
     @activity.defn(name="research.regenerate")
     @mapped_errors
+    @streams_events
     async def regenerate(self, request: NodeInput) -> NodeOutput:
         """Rewrite the summary without new tool calls."""
         return await self._run(Node.REGENERATE, request)
 
     @activity.defn(name="research.replan")
     @mapped_errors
+    @streams_events
     async def replan(self, request: NodeInput) -> NodeOutput:
         """Write a prompt focused on the ungrounded claims."""
         return await self._run(Node.REPLAN, request)
 
     @activity.defn(name="research.finish")
     @mapped_errors
+    @streams_events
     async def finish(self, request: FinishInput) -> FinishOutput:
         """Record the end reason the workflow decided and write the run's report.
 
@@ -168,6 +176,7 @@ class ResearchActivities:
                     max_regenerations=request.max_regenerations,
                     max_cost_usd=request.max_cost_usd,
                     review=request.review,
+                    causal_inference=request.causal_inference,
                 )
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc

@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, RetrySettings, with_overrides
 from sleuth.research import EndReason, Node, ResearchDigest, ResearchInputs, ResearchReport
 from sleuth.review import ReviewRecord, ReviewSettings
+from sleuth.strict import StrictInput
 
 FINAL_EVIDENCE_CHARS = 24_000
 """Evidence text kept inline in a durable run's `final_state` (in total); the full trail stays in
@@ -34,7 +36,7 @@ def _node_defaults() -> ActivitySettings:
     return ActivitySettings(heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
-class ResearchNodeConfig(BaseModel):
+class ResearchNodeConfig(StrictInput):
     """Timeouts and retry policy of every research node, one field per `Node`, and of the finish
     step. Override per run with `ResearchRequest.nodes`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
 
@@ -91,7 +93,7 @@ class ResearchProgress(BaseModel):
     """Workflow runs so far: 1, plus one per continue-as-new."""
 
 
-class ResearchResume(BaseModel):
+class ResearchResume(StrictInput):
     """What a run carries over `continue_as_new`: where the graph is, and the progress so far."""
 
     state_ref: str
@@ -101,14 +103,17 @@ class ResearchResume(BaseModel):
     progress: ResearchProgress
     review_remark: str | None = None
     """A reviewer's remark the next node has not acted on yet."""
+    stream: WorkflowStreamState | None = None
+    """The event stream's offset and latest events."""
 
 
 class ResearchRequest(ResearchInputs):
     """Input of `ResearchWorkflow`. Plain JSON: `{"prompt": "…", "research": "market-report"}`.
 
     Besides the fields here: `prompt` (at most 32,000 characters), and the per-run overrides
-    `grounding_threshold` (0 to 1), `max_replans` and `max_regenerations` (0 to 10). Unknown keys
-    and out-of-bounds values fail the run at once, naming the field.
+    `grounding_threshold` (0 to 1), `max_replans` and `max_regenerations` (0 to 10),
+    `max_cost_usd` (more than 0), `review` (see `ReviewSettings`) and `causal_inference` (true or
+    false). Unknown keys and out-of-bounds values fail the run at once, naming the field.
     """
 
     research: str = Field(default="default", min_length=1, max_length=200)
@@ -138,6 +143,7 @@ class NodeInput(BaseModel):
     max_cost_usd: float | None = None
     review: ReviewSettings | None = None
     """Per-run review settings (first execute only)."""
+    causal_inference: bool | None = None
     review_remark: str | None = None
     """A reviewer's `revise` remark for this node to act on (the node after a review)."""
 

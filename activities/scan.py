@@ -1,5 +1,8 @@
 """Activities of knowledge scans: list a page of items, research one item, record a failure.
 
+An item runs a research config or, when the scan names an agent, one run of a fresh agent from
+the App (a `sleuth.Agent` journals its loop's checkpoints the same way as a research execute).
+
 All three heartbeat on a timer. An item researched with a `ResearchSpec` runs its graph node by
 node with its execute rounds in the activity's checkpoint journal (`activities.checkpoints`): the
 loop's checkpoint after every model turn and tool call, and the state after the round. A retried
@@ -18,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.checkpoints import Journal
 from activities.errors import ConfigError, mapped_errors, to_application_error
-from activities.heartbeat import heartbeating, journaled
+from activities.heartbeat import checkpointing, heartbeating, journaled
 from activities.scan_models import (
     ListPageInput,
     ListPageOutput,
@@ -26,9 +29,18 @@ from activities.scan_models import (
     ResearchItemInput,
     ResearchItemOutput,
 )
+from sleuth.agent import Agent
 from sleuth.app import App, ResearchConfig, UnknownNameError
 from sleuth.artifacts import ArtifactStore, default_artifact_store
-from sleuth.knowledge import ItemRef, KnowledgeProvider, KnowledgeRow, research_item, row_for
+from sleuth.knowledge import (
+    ItemRef,
+    KnowledgeProvider,
+    KnowledgeRow,
+    agent_item,
+    agent_row_input,
+    research_item,
+    row_for,
+)
 from sleuth.log import get_logger
 from sleuth.redact import redact
 from sleuth.research import (
@@ -88,10 +100,15 @@ class ScanActivities:
     async def list_page(self, request: ListPageInput) -> ListPageOutput:
         """List one page and drop the items that already have a row under the scan id."""
         provider = self._provider(request.provider)
-        # Fail the whole scan at once on an unknown research name, not once per item (checked by
-        # name: building the config here would load its model in the listing step).
-        if request.research not in self.app.research_names:
-            raise UnknownNameError("research config", request.research, self.app.research_names)
+        # Fail the whole scan at once on an unknown name, not once per item (checked by name:
+        # building the config or agent here would load its model in the listing step).
+        if request.agent is not None:
+            if request.agent not in self.app.agent_names:
+                raise UnknownNameError("agent", request.agent, self.app.agent_names)
+        elif request.research not in self.app.research_names:
+            raise UnknownNameError(
+                "research config", str(request.research), self.app.research_names
+            )
         async with heartbeating():
             items, next_cursor = await asyncio.to_thread(
                 provider.list_page, request.cursor, request.page_size
@@ -111,11 +128,15 @@ class ScanActivities:
     @activity.defn(name="scan.research_item")
     @mapped_errors
     async def research_item(self, request: ResearchItemInput) -> ResearchItemOutput:
-        """Run the item's research in this worker and upsert its row (a retry replaces it)."""
+        """Run the item's research (or agent) in this worker and upsert its row (a retry
+        replaces it)."""
         provider = self._provider(request.provider)
-        research = self.app.get_research(request.research)
         try:
-            row = await self._research(provider, research, request.item)
+            if request.agent is not None:
+                row = await self._run_agent(provider, request.agent, request.item)
+            else:
+                research = self.app.get_research(str(request.research))
+                row = await self._research(provider, research, request.item)
         except Exception as exc:
             # `from None`: the original exception (and its message) must not reach the history.
             raise redacted_failure(exc) from None
@@ -150,6 +171,22 @@ class ScanActivities:
                 research, provider.question(item), journal, self.app
             )
         return row_for(provider, item, result)
+
+    async def _run_agent(
+        self, provider: KnowledgeProvider, name: str, item: ItemRef
+    ) -> KnowledgeRow:
+        """One agent run for the item. A `sleuth.Agent` keeps its loop's checkpoints in the
+        journal, so a retried item resumes without repeating a completed tool call; any other
+        agent-shaped object runs whole and a retry starts it over."""
+        agent = self.app.new_agent(name)
+        if not isinstance(agent, Agent):
+            async with heartbeating():
+                return await agent_item(provider, agent, item)
+        async with checkpointing(self.store) as (checkpoint, save):
+            result = await agent.arun(
+                provider.question(item), checkpoint=checkpoint, on_checkpoint=save
+            )
+        return row_for(provider, item, agent_row_input(result))
 
 
 def redacted_failure(exc: Exception) -> ApplicationError:

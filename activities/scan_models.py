@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import MAX_SECONDS, attempts, seconds
 from sleuth.knowledge import ItemRef
 from sleuth.sinks import check_sink_name
+from sleuth.strict import StrictInput
 
 FAILED_LIST_LIMIT = 200
 """At most this many failures are listed in a scan's outcome (every one is in the sink)."""
@@ -23,6 +24,8 @@ MAX_CONCURRENCY = 1000
 """Most items one scan researches at once."""
 MAX_HISTORY_EVENT_BUDGET = 40_000
 """Largest history budget: Temporal fails a run whose history passes 51,200 events."""
+DEFAULT_RESEARCH = "default"
+"""The research config a scan runs when it names neither a research config nor an agent."""
 SCAN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}$")
 
 
@@ -40,7 +43,7 @@ ScanId = Annotated[str, AfterValidator(check_scan_id)]
 SinkName = Annotated[str, AfterValidator(check_sink_name)]
 
 
-class ScanSettings(BaseModel):
+class ScanSettings(StrictInput):
     """Timeouts, retries and history budget of a scan. Every field can be overridden per run."""
 
     list_timeout_seconds: float = seconds(120.0)
@@ -73,7 +76,7 @@ class ScanSettings(BaseModel):
     it, whichever comes first), so every run stays small and fast to replay (1 to 40,000)."""
 
 
-class ScanRequest(BaseModel):
+class ScanRequest(StrictInput):
     """Input of `KnowledgeScanWorkflow` (also what a schedule starts)."""
 
     # A refused sink may be a URL with credentials: validation errors must not echo it.
@@ -81,8 +84,11 @@ class ScanRequest(BaseModel):
 
     provider: str
     """Name of a `KnowledgeProvider` registered in the worker's App."""
-    research: str = "default"
-    """Name of the research config each item runs."""
+    research: str | None = None
+    """Name of the research config each item runs (`default` when no `agent` is named)."""
+    agent: str | None = None
+    """Name of an agent registered with `app.agent`: each item is then one run of a fresh agent
+    instead of a research run. Give `research` or `agent`, not both."""
     scan_id: ScanId | None = None
     """Rows are keyed by (scan id, item id); re-running a scan id skips items that have a row.
     1 to 200 letters, digits and `._:@+=-`. Default: the workflow id."""
@@ -98,6 +104,22 @@ class ScanRequest(BaseModel):
     carry: ScanCarry | None = None
     """Set by the scan itself when it continues as new; leave it empty."""
 
+    @model_validator(mode="after")
+    def _one_runner(self) -> ScanRequest:
+        if self.research is not None and self.agent is not None:
+            raise ValueError(
+                f"the scan names research {self.research!r} and agent {self.agent!r}; each item "
+                "runs one of them: give research or agent, not both"
+            )
+        if self.agent is None and self.research is None:
+            self.research = DEFAULT_RESEARCH
+        return self
+
+    @property
+    def runner(self) -> str:
+        """What each item runs, for summaries: the research config's name, or `agent NAME`."""
+        return f"agent {self.agent}" if self.agent else str(self.research)
+
 
 class ItemFailure(BaseModel):
     """An item that failed all its attempts."""
@@ -106,7 +128,7 @@ class ItemFailure(BaseModel):
     error: str
 
 
-class ScanCarry(BaseModel):
+class ScanCarry(StrictInput):
     """What one run of a scan hands to the next when it continues as new."""
 
     scan_id: str
@@ -162,7 +184,8 @@ class ScanProgress(BaseModel):
 
 class ListPageInput(BaseModel):
     provider: str
-    research: str
+    research: str | None
+    agent: str | None = None
     scan_id: str
     sink: str | None
     cursor: str | None
@@ -180,7 +203,9 @@ class ListPageOutput(BaseModel):
 
 class ResearchItemInput(BaseModel):
     provider: str
-    research: str
+    research: str | None
+    agent: str | None = None
+    """Set for a scan of agent runs (then `research` is None)."""
     scan_id: str
     sink: str | None
     item: ItemRef

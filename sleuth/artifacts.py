@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from sleuth.config import sleuth_home
 from sleuth.errors import SleuthError
+from sleuth.settings import load_settings
 
 REF_PREFIX = "sha256:"
 _HEX = frozenset("0123456789abcdef")
@@ -204,7 +205,7 @@ _default_store: ArtifactStore | None = None
 def default_artifact_store() -> ArtifactStore:
     """The process-wide store: `$SLEUTH_ARTIFACTS` or `$SLEUTH_HOME/artifacts`."""
     global _default_store
-    root = Path(os.environ.get("SLEUTH_ARTIFACTS") or sleuth_home() / "artifacts")
+    root = (load_settings().artifacts or sleuth_home() / "artifacts").expanduser()
     if not isinstance(_default_store, LocalArtifactStore) or _default_store.root != root:
         _default_store = LocalArtifactStore(root)
     return _default_store

@@ -10,7 +10,7 @@ each answer is capped at the output tokens left).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -170,12 +170,14 @@ def budgeted_agent(
     budget: Budget | None = None,
     max_iterations: int = 10,
     max_output_tokens: int | None = None,
+    agent_options: Mapping[str, Any] | None = None,
     name: str = "agent",
 ) -> Agent:
     """A ReAct `Agent` held to `budget` (its `limits`): tool calls past it are refused, each
     model call's output is capped at the output tokens left, and the loop stops once its tokens
     are used or its next request would not fit. The counts live in the run's state, so one agent
-    serves many runs and a durable runner may build it afresh for every step."""
+    serves many runs and a durable runner may build it afresh for every step. `agent_options`
+    are further `Agent` keywords (`tool_retry`, `guardrails`, `governance`, `memory`, ...)."""
     return Agent(
         resolve(model),
         tools,
@@ -184,4 +186,5 @@ def budgeted_agent(
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
         name=name,
+        **dict(agent_options or {}),
     )

@@ -23,7 +23,7 @@ both runners: `DeepDecomposer.arun` in-process and `workflows.DecomposeWorkflow`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -69,6 +69,7 @@ __all__ = [
     "Spend",
     "TaskNode",
     "build_digest",
+    "DECISION_PROMPT",
     "decision_prompt",
     "effective_max_depth",
     "parse_decision",
@@ -77,17 +78,18 @@ __all__ = [
 
 DEFAULT_MAX_DEPTH = 3
 
-_DECISION_PROMPT = """Decide how to handle the task below.
-If you can solve it directly, answer with exactly: {{"direct": true}}
+DECISION_PROMPT = """Decide how to handle the task you are given.
+If you can solve it directly, answer with exactly: {"direct": true}
 If it should be split into smaller subtasks, answer with exactly:
-  {{"direct": false, "subtasks": ["first subtask", "second subtask", ...]}}
-Answer with the JSON object only.
-Task: {task}"""
+  {"direct": false, "subtasks": ["first subtask", "second subtask", ...]}
+Answer with the JSON object only."""
+"""The decision call's instructions, prepended verbatim to the agent's system prompt (so a system
+prompt can say what a subtask means in its domain); the task itself is the user message."""
 
 
 def decision_prompt(task: str) -> str:
-    """The one-call decision prompt for `task`."""
-    return _DECISION_PROMPT.format(task=task)
+    """The user message of the decision call for `task`."""
+    return f"Task: {task}"
 
 
 def synthesis_prompt(task: str, digest: str) -> str:
@@ -173,6 +175,7 @@ class DeepDecomposer:
         max_fan_out: int = 4,
         budget: Budget | dict[str, Any] | None = None,
         max_output_tokens: int | None = None,
+        agent_options: Mapping[str, Any] | None = None,
         name: str = "deep",
     ):
         if max_fan_out < 1:
@@ -185,15 +188,20 @@ class DeepDecomposer:
         self.max_fan_out = max_fan_out
         self.budget = Budget.model_validate(budget) if isinstance(budget, dict) else budget
         self.max_output_tokens = max_output_tokens
+        self.agent_options = dict(agent_options or {})
+        """Further `Agent` keywords for every leaf and synthesis loop (`tool_retry`,
+        `guardrails`, `governance`, `memory`, ...)."""
         self.name = name
 
     # -- node functions (shared with the durable runner) -----------------------------------------
 
-    def _messages(self, prompt: str) -> list[Message]:
-        """The first request of a call on `prompt`: the system prompt (if any) and the prompt."""
-        messages = []
-        if self.system_prompt.strip():
-            messages.append(Message(role="system", content=self.system_prompt.strip()))
+    def _messages(self, prompt: str, *, deciding: bool = False) -> list[Message]:
+        """The first request of a call on `prompt`: the system prompt (if any) and the prompt.
+        The decision call's system prompt starts with `DECISION_PROMPT`."""
+        system = self.system_prompt.strip()
+        if deciding:
+            system = f"{DECISION_PROMPT}\n\n{system}" if system else DECISION_PROMPT
+        messages = [Message(role="system", content=system)] if system else []
         messages.append(Message(role="user", content=prompt))
         return messages
 
@@ -220,7 +228,7 @@ class DeepDecomposer:
     async def decide(self, task: str, allowance: Budget | None = None) -> Decision:
         """One model call: solve `task` directly, or split it into subtasks?"""
         allowance = allowance or Budget()
-        messages = self._messages(decision_prompt(task))
+        messages = self._messages(decision_prompt(task), deciding=True)
         try:
             cap = self._output_cap(allowance, messages)
         except UsageLimitExceeded:
@@ -288,6 +296,7 @@ class DeepDecomposer:
             max_iterations=self.max_iterations,
             max_output_tokens=self.max_output_tokens,
             name=self.name,
+            **self.agent_options,
         )
         result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
         spent = Spend.of(result.usage, tool_calls_made(result.state))

@@ -26,7 +26,6 @@ refuses such a model (see `require_price`).
 from __future__ import annotations
 
 import json
-import os
 import threading
 import tomllib
 from collections.abc import Mapping
@@ -39,6 +38,7 @@ from sleuth.config import sleuth_home
 from sleuth.errors import InvalidSettingError
 from sleuth.log import get_logger
 from sleuth.models.base import Model, Usage
+from sleuth.settings import load_settings
 
 log = get_logger(__name__)
 
@@ -122,9 +122,9 @@ def set_prices(prices: Mapping[str, ModelPrice | Mapping[str, float]] | None) ->
 
 def prices_file() -> Path | None:
     """The price file in effect: `$SLEUTH_PRICES`, else `$SLEUTH_HOME/prices.toml` if it exists."""
-    explicit = os.environ.get(PRICES_ENV)
-    if explicit:
-        path = Path(explicit).expanduser()
+    explicit = load_settings().prices
+    if explicit is not None:
+        path = explicit.expanduser()
         if not path.is_file():
             raise InvalidSettingError(
                 f"{PRICES_ENV}={explicit}: no such file; point it at a TOML or JSON price table "

@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 from sleuth.config import PRIVATE_FILE_MODE, private_dir, private_file, sleuth_home
 from sleuth.errors import SleuthError
 from sleuth.redact import has_credentials, redact
+from sleuth.settings import load_settings
 
 Status = Literal["ok", "failed"]
 
@@ -380,16 +381,14 @@ def parse_sink_settings(text: str) -> dict[str, str]:
     return sinks
 
 
-def configured_sink_urls(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def configured_sink_urls() -> dict[str, str]:
     """The sinks `$SLEUTH_SINKS` configures on this worker, by name."""
-    env = os.environ if environ is None else environ
-    return parse_sink_settings(env.get(SINKS_ENV, ""))
+    return dict(load_settings().sinks)
 
 
-def allowed_sink_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
+def allowed_sink_dirs() -> list[Path]:
     """Where file sinks may live: `$SLEUTH_HOME` and the directories in `$SLEUTH_SINK_DIRS`."""
-    env = os.environ if environ is None else environ
-    extra = [Path(d).expanduser() for d in env.get(SINK_DIRS_ENV, "").split(os.pathsep) if d]
+    extra = [directory.expanduser() for directory in load_settings().sink_dirs]
     return [directory.resolve() for directory in (sleuth_home(), *extra)]
 
 

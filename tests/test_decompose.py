@@ -21,11 +21,11 @@ from sleuth.events import get_event_bus, run_context
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.tools import tool
 
-DECISION_MARK = "Decide how to handle the task below."
+DECISION_MARK = "Decide how to handle the task you are given."
 
 
 def is_decision(call: ModelCall) -> bool:
-    return call.last_user_text.startswith(DECISION_MARK)
+    return call.system_text.startswith(DECISION_MARK)
 
 
 def decision_task(call: ModelCall) -> str:

@@ -1,4 +1,4 @@
-"""The embedded Temporal dev server: `sleuth server`, `ensure_temporal`, background start/stop."""
+"""The embedded Temporal dev server: `sleuth server`, `connect_temporal`, background start/stop."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from tests.worker_processes import (
 from workers.client import connect
 from workers.embedded import (
     EmbeddedServerError,
-    ensure_temporal,
+    connect_temporal,
     pid_file,
     port_open,
     read_background_server,
@@ -48,13 +48,13 @@ def embedded_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     yield port
 
 
-async def test_ensure_temporal_starts_the_embedded_server_once_then_reuses_it(
+async def test_connect_temporal_starts_the_embedded_server_once_then_reuses_it(
     embedded_port: int, sleuth_home: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     address = f"localhost:{embedded_port}"
     assert not port_open("127.0.0.1", embedded_port)
 
-    assert await ensure_temporal() == address
+    assert (await connect_temporal()).service_client.config.target_host == address
     announced = capfd.readouterr().err
     assert f"no Temporal at {address}" in announced
     assert f"http://localhost:{embedded_port + 1000}" in announced
@@ -68,7 +68,7 @@ async def test_ensure_temporal_starts_the_embedded_server_once_then_reuses_it(
     )
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
-    assert await ensure_temporal() == address
+    assert (await connect_temporal()).service_client.config.target_host == address
     assert "started the embedded server" not in capfd.readouterr().err
     again = read_background_server()
     assert again is not None and again.pid == record.pid
@@ -105,7 +105,8 @@ async def test_sleuth_server_background_starts_a_detached_server_that_commands_r
     assert f"gRPC    localhost:{embedded_port}" in started.stdout
     assert record.database is None
 
-    assert await ensure_temporal() == f"localhost:{embedded_port}"
+    reused = await connect_temporal()
+    assert reused.service_client.config.target_host == f"localhost:{embedded_port}"
     assert "started the embedded server" not in capfd.readouterr().err
 
     again = subprocess.run(
@@ -115,11 +116,11 @@ async def test_sleuth_server_background_starts_a_detached_server_that_commands_r
     assert read_background_server() == record
 
 
-async def test_ensure_temporal_uses_a_server_that_answers_without_starting_one(
+async def test_connect_temporal_uses_a_server_that_answers_without_starting_one(
     dev_env: WorkflowEnvironment, capfd: pytest.CaptureFixture[str]
 ) -> None:
     address = dev_env.client.service_client.config.target_host
-    assert await ensure_temporal(address) == address
+    assert (await connect_temporal(address)).service_client.config.target_host == address
     assert "embedded" not in capfd.readouterr().err
     assert read_background_server() is None
 
@@ -131,7 +132,7 @@ async def test_a_non_embedded_address_that_does_not_answer_is_a_clear_error(
     with pytest.raises(
         EmbeddedServerError, match="no Temporal server answers at .*TEMPORAL_ADDRESS"
     ):
-        await ensure_temporal(elsewhere)
+        await connect_temporal(elsewhere)
     assert read_background_server() is None
     assert not port_open("127.0.0.1", int(elsewhere.rsplit(":", 1)[1]))
 

@@ -19,9 +19,9 @@ from activities.agent_models import AgentRequest
 from activities.metrics import error_kind
 from activities.research_models import ResearchRequest
 from sleuth import Agent, App, create_research_workflow
-from sleuth.errors import InvalidSettingError
 from sleuth.models.scripted import ScriptedModel, text, tool_call
 from sleuth.pricing import ModelPrice, set_prices
+from sleuth.settings import SettingsError, SleuthSettings
 from tests.worker_processes import wait_for
 from workers.telemetry import metrics_address, metrics_runtime
 from workers.worker import build_worker
@@ -87,9 +87,10 @@ def app() -> App:
 
 async def test_a_worker_serves_sdk_and_sleuth_metrics(time_env: WorkflowEnvironment) -> None:
     set_prices({"scripted": ModelPrice(input_per_million=100, output_per_million=200)})
-    address = metrics_address({"SLEUTH_METRICS_PORT": str(free_port())})
-    assert address is not None
-    runtime = metrics_runtime({"SLEUTH_METRICS_PORT": address.rsplit(":", 1)[1]})
+    settings = SleuthSettings(metrics_port=free_port())
+    address = metrics_address(settings)
+    assert address == f"127.0.0.1:{settings.metrics_port}"
+    runtime = metrics_runtime(settings)
     client = await Client.connect(
         time_env.client.service_client.config.target_host,
         namespace=time_env.client.namespace,
@@ -142,15 +143,22 @@ async def test_a_worker_serves_sdk_and_sleuth_metrics(time_env: WorkflowEnvironm
     assert sample(metrics, "temporal_activity_execution_latency_count") is not None
 
 
-def test_the_metrics_settings_are_checked() -> None:
-    assert metrics_address({}) is None
-    assert metrics_address({"SLEUTH_METRICS_PORT": "9464"}) == "127.0.0.1:9464"
-    assert (
-        metrics_address({"SLEUTH_METRICS_PORT": "9464", "SLEUTH_METRICS_HOST": "0.0.0.0"})
-        == "0.0.0.0:9464"
-    )
-    with pytest.raises(InvalidSettingError, match="SLEUTH_METRICS_PORT='http' is not a port"):
-        metrics_address({"SLEUTH_METRICS_PORT": "http"})
-    assert metrics_runtime({}) is None
+def test_the_metrics_settings_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLEUTH_METRICS_PORT", raising=False)
+    monkeypatch.delenv("SLEUTH_METRICS_HOST", raising=False)
+    assert metrics_address() is None
+    assert metrics_runtime() is None
+    monkeypatch.setenv("SLEUTH_METRICS_PORT", "9464")
+    assert metrics_address() == "127.0.0.1:9464"
+    monkeypatch.setenv("SLEUTH_METRICS_HOST", "0.0.0.0")
+    assert metrics_address() == "0.0.0.0:9464"
+    for bad in ("http", "0", "70000"):
+        monkeypatch.setenv("SLEUTH_METRICS_PORT", bad)
+        with pytest.raises(
+            SettingsError,
+            match=rf"^SLEUTH_METRICS_PORT='{bad}' is not valid .*expected a whole number "
+            "from 1 to 65535",
+        ):
+            metrics_address()
     assert error_kind("TimeoutError: slow") == "TimeoutError"
     assert error_kind("denied") == "denied"

@@ -11,6 +11,7 @@ import pytest
 from research_scripts import ResearchScript, lookup, scripted_model
 
 from sleuth import Agent, DeepDecomposer, UsageLimits, create_research_workflow
+from sleuth.decompose import DECISION_PROMPT
 from sleuth.errors import InvalidSettingError
 from sleuth.limits import UsageLimitExceeded
 from sleuth.models.base import Message, Usage
@@ -25,7 +26,7 @@ from sleuth.pricing import (
 )
 from sleuth.telemetry import model_request
 
-DECISION_MARK = "Decide how to handle the task below."
+DECISION_MARK = DECISION_PROMPT.splitlines()[0]
 """How the decomposer's decision prompt begins (as in tests/test_decompose.py)."""
 # One dollar per thousand input tokens, two per thousand output tokens: easy sums.
 EXPENSIVE = ModelPrice(input_per_million=1000, output_per_million=2000)
@@ -204,7 +205,7 @@ async def test_a_decomposition_tree_keeps_its_cost_budget() -> None:
         # A real model reads what the request weighs and stops at the output cap it was given.
         weight = sum(len(m.content) for m in call.messages) // 4
         output = min(50, call.max_output_tokens or 50)
-        if call.last_user_text.startswith(DECISION_MARK):
+        if call.system_text.startswith(DECISION_MARK):
             decision = json.dumps({"direct": False, "subtasks": subtasks})
             return text(decision, input_tokens=weight, output_tokens=output)
         leaves_run.append(call.last_user_text)

@@ -327,7 +327,9 @@ async def test_a_run_past_its_history_budget_continues_as_new(
     carried = json.loads(
         last.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
     )["resume"]
-    assert set(carried) == {"state_ref", "digest", "progress", "review_remark"}
+    assert set(carried) == {"state_ref", "digest", "progress", "review_remark", "stream"}
+    # The event stream's latest events go along, so a follower keeps its offset.
+    assert carried["stream"]["log"][0]["topic"] == "events"
     # Every run stayed near its budget, and the graph went on where the last run stopped.
     assert len(first_run.events) < 40
     assert progress.runs > 2

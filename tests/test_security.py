@@ -429,7 +429,9 @@ async def test_a_sink_url_with_credentials_is_refused_without_echoing_them(
 # -- encryption at rest ----------------------------------------------------------------------
 
 
-def test_the_codec_round_trips_rotates_keys_and_refuses_tampering(tmp_path: Path) -> None:
+def test_the_codec_round_trips_rotates_keys_and_refuses_tampering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     old, new = base64.b64decode(new_key()), base64.b64decode(new_key())
     payload = Payload(metadata={"encoding": b"json/plain"}, data=b'{"prompt": "secret plan"}')
     sealed_by_old = AESGCMCodec([old]).encrypt(payload)
@@ -449,12 +451,15 @@ def test_the_codec_round_trips_rotates_keys_and_refuses_tampering(tmp_path: Path
 
     key_file = write_key_file(tmp_path / "keys" / "sleuth.key")
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert len(configured_keys({"SLEUTH_ENCRYPTION_KEY_FILE": str(key_file)})) == 1
+    monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY_FILE", str(key_file))
+    assert len(configured_keys()) == 1
     key_file.chmod(0o644)
     with pytest.raises(EncryptionKeyError, match="readable by others"):
-        configured_keys({"SLEUTH_ENCRYPTION_KEY_FILE": str(key_file)})
+        configured_keys()
+    monkeypatch.delenv("SLEUTH_ENCRYPTION_KEY_FILE")
+    monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", "too-short")
     with pytest.raises(EncryptionKeyError, match="32 random bytes in base64"):
-        configured_keys({"SLEUTH_ENCRYPTION_KEY": "too-short"})
+        configured_keys()
 
 
 def _post(url: str, body: bytes, origin: str | None = None) -> tuple[int, dict[str, str], bytes]:

@@ -19,6 +19,7 @@ from sleuth.config import workflow_link
 from sleuth.pricing import usd
 from sleuth.research import Node
 from sleuth.review import ReviewSettings
+from workers.cli_events import showing_events
 from workers.session import add_session_arguments, open_session, workflow_pollers
 from workflows.research import ResearchWorkflow
 
@@ -78,6 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="pause for a person at these points: plan, summary or plan,summary; answer with "
         "`sleuth review RUN_ID` (default: the config's review policy)",
     )
+    parser.add_argument(
+        "--no-events", action="store_true", help="do not show the run's events as they happen"
+    )
     parser.set_defaults(func=run_research_command)
 
 
@@ -113,7 +117,9 @@ async def run_research_command(args: argparse.Namespace) -> int:
             print(f"follow it with: temporal workflow show --workflow-id {workflow_id}")
             return 0
         try:
-            outcome = await _follow(handle, progress_out)
+            events_out = None if args.no_events else progress_out
+            async with showing_events(session.client, workflow_id, events_out):
+                outcome = await _follow(handle, progress_out)
         except WorkflowFailureError as exc:
             print(f"research run {workflow_id} failed: {unwrap_cause(exc)}", file=sys.stderr)
             print(f"  Web UI: {link}", file=sys.stderr)

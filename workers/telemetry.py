@@ -19,13 +19,15 @@ The exporters read their own standard variables (headers, timeouts, certificates
 
 Metrics: `SLEUTH_METRICS_PORT` makes `sleuth worker` serve Prometheus metrics at
 `http://$SLEUTH_METRICS_HOST:$SLEUTH_METRICS_PORT/metrics` (host default 127.0.0.1; set
-`0.0.0.0` in a container): the Temporal SDK's own, plus Sleuth's (`workflows.metrics`).
+`0.0.0.0` in a container): the Temporal SDK's own, plus Sleuth's (`workflows.metrics`). Both are
+fields of `sleuth.settings.SleuthSettings`, validated with the other `SLEUTH_*` settings.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -36,21 +38,35 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from sleuth.errors import InvalidSettingError
+from sleuth.settings import SleuthSettings, load_settings
 from workflows.metrics import HISTOGRAM_BUCKETS
 
-METRICS_PORT_ENV = "SLEUTH_METRICS_PORT"
-METRICS_HOST_ENV = "SLEUTH_METRICS_HOST"
-DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_SERVICE_NAME = "sleuth"
 _EXPORTERS = ("otlp", "console", "none")
 _OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 _provider: TracerProvider | None = None
+AnyInterceptor = TypeVar("AnyInterceptor")
 
 
 def client_interceptors() -> list[Interceptor]:
     """The interceptors every Sleuth client (and the workers built on it) carries."""
     return [TracingInterceptor()]
+
+
+def has_tracing(interceptors: Sequence[object]) -> bool:
+    """Whether `interceptors` hold Temporal's OpenTelemetry `TracingInterceptor`."""
+    return any(isinstance(interceptor, TracingInterceptor) for interceptor in interceptors)
+
+
+def with_tracing(
+    interceptors: Sequence[AnyInterceptor],
+) -> list[AnyInterceptor | TracingInterceptor]:
+    """`interceptors` plus a `TracingInterceptor` unless they hold one (two would trace every
+    call twice)."""
+    if has_tracing(interceptors):
+        return list(interceptors)
+    return [*interceptors, TracingInterceptor()]
 
 
 def configure_tracing(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
@@ -132,25 +148,19 @@ def _exporter(name: str, env: Mapping[str, str]) -> SpanExporter:
     )
 
 
-def metrics_address(environ: Mapping[str, str] | None = None) -> str | None:
-    """`host:port` of the Prometheus endpoint `SLEUTH_METRICS_PORT` asks for (None: none)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(METRICS_PORT_ENV, "").strip()
-    if not raw:
+def metrics_address(settings: SleuthSettings | None = None) -> str | None:
+    """`host:port` of the Prometheus endpoint `SLEUTH_METRICS_PORT` asks for (None: none), from
+    `settings` (default: the environment's, `sleuth.settings.load_settings`)."""
+    settings = settings or load_settings()
+    if settings.metrics_port is None:
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
-        raise InvalidSettingError(
-            f"{METRICS_PORT_ENV}={raw!r} is not a port; give a number from 1 to 65535 (or unset "
-            "it to serve no metrics)"
-        )
-    host = env.get(METRICS_HOST_ENV, "").strip() or DEFAULT_METRICS_HOST
-    return f"{host}:{int(raw)}"
+    return f"{settings.metrics_host}:{settings.metrics_port}"
 
 
-def metrics_runtime(environ: Mapping[str, str] | None = None) -> Runtime | None:
+def metrics_runtime(settings: SleuthSettings | None = None) -> Runtime | None:
     """A Temporal runtime that serves Prometheus metrics where `SLEUTH_METRICS_PORT` says (None
     when it is unset): connect the worker's client with it."""
-    address = metrics_address(environ)
+    address = metrics_address(settings)
     if address is None:
         return None
     try:
@@ -164,5 +174,5 @@ def metrics_runtime(environ: Mapping[str, str] | None = None) -> Runtime | None:
     except Exception as exc:
         raise InvalidSettingError(
             f"cannot serve metrics at {address} ({exc}); free the port or choose another "
-            f"{METRICS_PORT_ENV}"
+            "SLEUTH_METRICS_PORT"
         ) from exc

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 
 with workflow.unsafe.imports_passed_through():
     from activities.decompose import DecomposeActivities
@@ -40,6 +41,7 @@ class DecomposeWorkflow:
     """One task of a decomposition tree (the root, or a subtask started by its parent)."""
 
     def __init__(self) -> None:
+        self._stream = WorkflowStream()
         self._node = flow.TaskNode(task="", depth=0)
 
     @workflow.query

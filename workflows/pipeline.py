@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -46,6 +47,7 @@ class PipelineWorkflow:
     """Runs one registered pipeline (or a pipeline nested in it)."""
 
     def __init__(self) -> None:
+        self._stream = WorkflowStream()
         self._progress = PipelineProgress(pipeline="")
 
     @workflow.query

@@ -16,7 +16,10 @@ upserted as search attributes as the run goes (see `workflows.attributes`).
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
+
+from workflows.streams import publish, state_for_continue
 
 with workflow.unsafe.imports_passed_through():
     from activities.research import ResearchActivities
@@ -61,11 +64,13 @@ _ACTIVITIES = {
 class ResearchWorkflow:
     """Runs one research config durably; counters are in the `progress` query and the memo."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, request: ResearchRequest) -> None:
         self._progress = ResearchProgress()
         self._gate = ReviewGate()
         self._remark: str | None = None
         self._attributes = attributes.RunAttributes([])
+        self._stream = WorkflowStream(request.resume.stream if request.resume else None)
 
     @workflow.query
     def progress(self) -> ResearchProgress:
@@ -115,6 +120,7 @@ class ResearchWorkflow:
                     digest=digest,
                     progress=self._progress,
                     review_remark=self._remark,
+                    stream=await state_for_continue(self._stream),
                 )
                 workflow.continue_as_new(request.model_copy(update={"resume": resume}))
             if node == Node.REVIEW:
@@ -124,6 +130,7 @@ class ResearchWorkflow:
                 continue
             self._progress.node = node
             workflow.logger.info("research node %s starts", node)
+            publish(self._stream, "research.node.started", research=request.research, node=node)
             first = state_ref is None
             output = await self._run_node(
                 node,
@@ -136,6 +143,7 @@ class ResearchWorkflow:
                     max_regenerations=request.max_regenerations if first else None,
                     max_cost_usd=request.max_cost_usd if first else None,
                     review=request.review if first else None,
+                    causal_inference=request.causal_inference if first else None,
                     review_remark=self._remark,
                 ),
                 config,
@@ -169,6 +177,13 @@ class ResearchWorkflow:
         )
         metrics.record_run_end(
             "research", request.research, finished.report.end_reason, finished.report.cost_usd
+        )
+        publish(
+            self._stream,
+            "research.finished",
+            research=request.research,
+            end_reason=self._progress.end_reason,
+            grounding_score=finished.report.grounding_score,
         )
         info = workflow.info()
         return ResearchOutcome(

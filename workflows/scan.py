@@ -124,6 +124,7 @@ class KnowledgeScanWorkflow:
             ListPageInput(
                 provider=request.provider,
                 research=request.research,
+                agent=request.agent,
                 scan_id=carry.scan_id,
                 sink=request.sink,
                 cursor=carry.cursor,
@@ -154,6 +155,7 @@ class KnowledgeScanWorkflow:
                 ResearchItemInput(
                     provider=request.provider,
                     research=request.research,
+                    agent=request.agent,
                     scan_id=carry.scan_id,
                     sink=request.sink,
                     item=item,
@@ -164,7 +166,7 @@ class KnowledgeScanWorkflow:
                     initial_interval=timedelta(seconds=settings.item_initial_retry_seconds),
                     maximum_attempts=settings.item_max_attempts,
                 ),
-                summary=f"research {item.display} ({request.research})",
+                summary=f"research {item.display} ({request.runner})",
             )
             carry.rows_written += 1
         except ActivityError as failure:

@@ -27,13 +27,15 @@ MessageKind = Literal[
     "limit_refusal",
     "approval_denied",
     "summary",
+    "guardrail_feedback",
 ]
 """Why the agent loop wrote a message itself: `repair` (the answer did not match the output
 schema), `submit_nudge` (the submit tool was not called), `grounding_feedback` (claims the evidence
 does not support were sent back, or a submission was rejected for them), `reflection` (a revised
 plan after a failed step), `loop_warning` / `loop_stop` (a call repeated the previous turn's),
 `limit_refusal` (a tool call the run's limits refused), `approval_denied` (a tool call a reviewer
-denied), `summary` (older turns condensed)."""
+denied), `summary` (older turns condensed), `guardrail_feedback` (the answer broke an output
+guardrail and a new one is asked for)."""
 
 
 class Message(BaseModel):

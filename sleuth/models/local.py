@@ -52,6 +52,7 @@ from sleuth.models.base import (
     Usage,
 )
 from sleuth.models.toolcalls import parse_tool_calls
+from sleuth.settings import SettingsError, load_settings
 
 log = get_logger(__name__)
 
@@ -511,18 +512,11 @@ def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:
 
 
 def _default_threads() -> int:
-    configured = os.environ.get("SLEUTH_LOCAL_THREADS", "").strip()
-    if configured:
-        try:
-            threads = int(configured)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise NonRetryableModelError(
-                f"SLEUTH_LOCAL_THREADS={configured!r} is not a positive number of threads"
-            )
-        return threads
-    return os.cpu_count() or 1
+    try:
+        configured = load_settings().local_threads
+    except SettingsError as exc:
+        raise NonRetryableModelError(str(exc)) from None
+    return configured or os.cpu_count() or 1
 
 
 def _require_llama_cpp() -> None:

@@ -11,7 +11,6 @@ request pays for finding out.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from typing import Literal, get_args
@@ -19,12 +18,13 @@ from typing import Literal, get_args
 from sleuth.log import get_logger
 from sleuth.models.base import NonRetryableModelError
 from sleuth.redact import redact
+from sleuth.settings import SettingsError, StructuredOutputSetting, load_settings
 from sleuth.text import preview
 
 log = get_logger(__name__)
 
 StructuredMode = Literal["json_schema", "json_object", "tool", "prompt"]
-StructuredSetting = Literal["auto", "json_schema", "json_object", "tool", "prompt"]
+StructuredSetting = StructuredOutputSetting
 STRUCTURED_OUTPUT_ENV = "SLEUTH_OPENAI_STRUCTURED_OUTPUT"
 FALLBACK_ORDER: tuple[StructuredMode, ...] = get_args(StructuredMode)
 """The order `auto` tries the modes in: the strictest first, plain text with the schema last."""
@@ -55,14 +55,18 @@ while handling the request, like llama-cpp-python's)."""
 
 def structured_output_setting(value: str | None) -> StructuredSetting:
     """`value`, else `$SLEUTH_OPENAI_STRUCTURED_OUTPUT`, else `auto`; anything else is an error."""
-    chosen = value or os.environ.get(STRUCTURED_OUTPUT_ENV, "").strip() or "auto"
+    if not value:
+        try:
+            return load_settings().openai_structured_output
+        except SettingsError as exc:
+            raise NonRetryableModelError(str(exc)) from None
     settings: tuple[StructuredSetting, ...] = get_args(StructuredSetting)
     for setting in settings:
-        if chosen == setting:
+        if value == setting:
             return setting
-    source = "openai_structured_output" if value else STRUCTURED_OUTPUT_ENV
     raise NonRetryableModelError(
-        f"{source}={chosen!r} is not a structured-output mode; use one of {', '.join(settings)}"
+        f"openai_structured_output={value!r} is not a structured-output mode; use one of "
+        f"{', '.join(settings)}"
     )
 
 

@@ -49,6 +49,7 @@ from sleuth.research.router import (
 from sleuth.research.state import ResearchState
 from sleuth.review import ReviewError, ReviewPolicy, ReviewSettings
 from sleuth.state import LoopState
+from sleuth.strict import StrictInput
 from sleuth.telemetry import span
 from sleuth.tools import Tool
 
@@ -77,11 +78,11 @@ def check_prompt(prompt: str) -> str:
     return prompt
 
 
-class ResearchInputs(BaseModel):
-    """One run's inputs: the question, and per-run overrides of the spec's limits."""
+class ResearchInputs(StrictInput):
+    """One run's inputs: the question, and per-run overrides of the spec's settings."""
 
     # A refused prompt may be megabytes long or private: errors must not echo it.
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     prompt: Annotated[str, AfterValidator(check_prompt)]
     """The research question (at most `MAX_PROMPT_CHARS`, 32,000 characters)."""
@@ -96,6 +97,8 @@ class ResearchInputs(BaseModel):
     review: ReviewSettings | None = None
     """Where the run pauses for a person and how long it waits, e.g. `{"points": ["summary"],
     "timeout_seconds": 3600, "on_timeout": "reject"}` (default: the config's review policy)."""
+    causal_inference: bool | None = None
+    """Whether the causal inference node runs after execute (default: the config's)."""
 
 
 class DatastoreSource(Protocol):
@@ -128,6 +131,10 @@ class ResearchResult:
     @property
     def summary(self) -> str:
         return self.final_state.summary
+
+    def model_dump(self, *, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+        """The report as plain data (`final_state.model_dump()`), as a scan's `to_row` may use it."""
+        return self.final_state.model_dump(mode=mode)
 
 
 class ResearchSpec:
@@ -201,10 +208,11 @@ class ResearchSpec:
         max_regenerations: int | None = None,
         max_cost_usd: float | None = None,
         review: ReviewSettings | None = None,
+        causal_inference: bool | None = None,
     ) -> ResearchState:
-        """A fresh run's state; the keyword arguments override the spec's limits (and review
-        settings) for this run. Out-of-bounds values raise a ValidationError (a ValueError)
-        naming the field."""
+        """A fresh run's state; the keyword arguments override the spec's settings (limits,
+        review, causal inference) for this run. Out-of-bounds values raise a ValidationError (a
+        ValueError) naming the field."""
         inputs = ResearchInputs(
             prompt=prompt,
             grounding_threshold=grounding_threshold,
@@ -212,6 +220,7 @@ class ResearchSpec:
             max_regenerations=max_regenerations,
             max_cost_usd=max_cost_usd,
             review=review,
+            causal_inference=causal_inference,
         )
         budget = _pick(inputs.max_cost_usd, self.max_cost_usd)
         if budget is not None:
@@ -222,7 +231,7 @@ class ResearchSpec:
             grounding_threshold=_pick(inputs.grounding_threshold, self.grounding_threshold),
             max_replans=_pick(inputs.max_replans, self.max_replans),
             max_regenerations=_pick(inputs.max_regenerations, self.max_regenerations),
-            causal_inference=self.causal_inference,
+            causal_inference=_pick(inputs.causal_inference, self.causal_inference),
             max_cost_usd=budget,
             review=inputs.review or spec_review,
         )
@@ -240,8 +249,9 @@ class ResearchSpec:
         app: DatastoreSource | None = None,
     ) -> ResearchResult:
         """Run the graph in-process. `inputs`: `{"prompt": ..., "grounding_threshold"?, "max_replans"?,
-        "max_regenerations"?, "max_cost_usd"?, "review"?}` (see `ResearchInputs`) or the prompt
-        itself. `app` resolves datastore names (default: the App the current worker serves).
+        "max_regenerations"?, "max_cost_usd"?, "review"?, "causal_inference"?}` (see
+        `ResearchInputs`) or the prompt itself. `app` resolves datastore names (default: the App
+        the current worker serves).
 
         With review points, the spec's `ReviewPolicy.callback` decides each review; a review
         that times out with `on_timeout="fail"` raises `ReviewTimedOut`."""
@@ -256,6 +266,7 @@ class ResearchSpec:
             max_regenerations=inputs.max_regenerations,
             max_cost_usd=inputs.max_cost_usd,
             review=inputs.review,
+            causal_inference=inputs.causal_inference,
         )
         if state.review is not None and (self.review is None or self.review.callback is None):
             raise ReviewError(

@@ -348,7 +348,7 @@ async def deep_model(call: ModelCall) -> ModelResponse:
     user = next(m.content for m in call.messages if m.role == "user")
     await after_tool(cell)
     name = cell.name if cell else "none"
-    if user.startswith("Decide how to handle"):
+    if call.system_text.startswith("Decide how to handle"):
         await reach(cell, "model:decide")
         subtasks = [f"[cell:{name}] part-1", f"[cell:{name}] part-2"]
         return text(json.dumps({"direct": False, "subtasks": subtasks}))

@@ -15,19 +15,28 @@ step runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import json
 import re
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
+from sleuth.agent.memory import AgentMemory, run_key
+from sleuth.agent.policies import (
+    SPEND_CAP,
+    Governance,
+    Guardrails,
+    GuardrailViolation,
+    ToolRetry,
+)
 from sleuth.errors import InvalidSettingError
-from sleuth.events import emit
+from sleuth.events import Event, capture_events, emit
 from sleuth.grounding import GroundingReport, judge_claims, split_claims
 from sleuth.jsontext import json_from_text
 from sleuth.limits import (
@@ -96,7 +105,10 @@ class GroundingSettings:
 
 @dataclass
 class AgentResult:
-    """What a run produced."""
+    """What a run produced. The last item `Agent.run` yields, after the run's events."""
+
+    event_type: ClassVar[str] = "agent.result"
+    """So a loop over `agent.run(...)` can `match item.event_type` for the result too."""
 
     message: str
     parsed: Any
@@ -115,6 +127,20 @@ class AgentResult:
     @property
     def final_message(self) -> str:
         return self.message
+
+    def model_dump(self, *, mode: str = "json") -> dict[str, Any]:
+        """The result as plain data (what a scan row keeps of an agent run by default)."""
+        structured = (
+            self.parsed.model_dump(mode=mode) if isinstance(self.parsed, BaseModel) else self.parsed
+        )
+        return {
+            "message": self.message,
+            "structured_output": structured,
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "usage": self.usage.model_dump(mode=mode),
+            "grounding_score": self.grounding.score if self.grounding else None,
+        }
 
 
 class Agent:
@@ -140,6 +166,10 @@ class Agent:
         context_manager: ContextManager | None = None,
         limits: UsageLimits | None = None,
         approval: ApprovalPolicy | None = None,
+        tool_retry: ToolRetry | None = None,
+        guardrails: Guardrails | None = None,
+        governance: Governance | None = None,
+        memory: AgentMemory | None = None,
         name: str = "agent",
     ):
         self.model = resolve(model)
@@ -183,6 +213,21 @@ class Agent:
         self.max_repair_attempts = max_repair_attempts
         self.max_submit_nudges = max_submit_nudges
         self.context_manager = context_manager
+        self.tool_retry = tool_retry
+        """Retries of a failed tool call, with backoff (`agent.tool.retry` events)."""
+        self.guardrails = guardrails
+        """Checks on the task and the answer (`agent.guardrail` events)."""
+        self.governance = governance
+        """A tool allow-list and a token cap per run (`agent.governance` events)."""
+        self.memory = memory
+        """What this agent id learned in earlier runs; recalled into the system prompt."""
+        if governance is not None and governance.allowed_tools is not None:
+            unknown = sorted(set(governance.allowed_tools) - set(self.tools))
+            if unknown:
+                raise InvalidSettingError(
+                    f"governance.allowed_tools names {', '.join(unknown)}, which agent {name!r} "
+                    f"does not have; its tools: {', '.join(self.tools) or 'none'}"
+                )
         self.name = name
         self.layers: dict[str, Layer] = {}
 
@@ -204,6 +249,33 @@ class Agent:
                 layer.load_state(state.layers[name])
 
     # -- public API -------------------------------------------------------------------------
+
+    async def run(self, prompt: str, **kwargs: Any) -> AsyncIterator[Event | AgentResult]:
+        """Run the loop, yielding its events (`agent.*`, `deepagent.*`, ...) as they happen and
+        finally the `AgentResult`. Takes `arun`'s keyword arguments.
+
+        Use it from async code: `async for event in agent.run(task): ...`. The events also reach
+        the subscribers of an enclosing `run_context()`. Leaving the loop early cancels the run.
+        """
+        with capture_events() as events:
+            running = asyncio.create_task(self.arun(prompt, **kwargs))
+        try:
+            while True:
+                next_event = asyncio.ensure_future(events.get())
+                await asyncio.wait({next_event, running}, return_when=asyncio.FIRST_COMPLETED)
+                if next_event.done():
+                    yield next_event.result()
+                    continue
+                next_event.cancel()
+                while not events.empty():
+                    yield events.get_nowait()
+                yield running.result()
+                return
+        finally:
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
 
     def run_sync(self, prompt: str, **kwargs: Any) -> AgentResult:
         """Run to completion from synchronous code (on a helper thread if a loop is running)."""
@@ -259,8 +331,12 @@ class Agent:
     # -- the loop ---------------------------------------------------------------------------
 
     def _initial_state(self, prompt: str) -> LoopState:
+        self._guard_input(prompt)
         messages = []
         system = self.system_prompt
+        if self.memory is not None and self.memory.settings.enabled:
+            recalled = self.memory.recall()
+            system = f"{recalled}\n\n{system}" if recalled else system
         if self.output_schema is not None and self.submit_tool is None:
             system += (
                 "\n\nWhen you have finished, answer with a single JSON object matching this schema:\n"
@@ -312,6 +388,13 @@ class Agent:
     async def _model_turn(self, state: LoopState, hook: CheckpointHook | None) -> None:
         if self.context_manager is not None:
             state.messages = await self.context_manager(state.messages, UsageAccount(state))
+        cap = self.governance.max_tokens_per_run if self.governance else None
+        if cap is not None and state.usage.total_tokens >= cap:
+            emit("agent.governance", agent=self.name, rule="max_tokens_per_run", limit=cap)
+            state.finished, state.stop_reason = True, SPEND_CAP
+            state.final_message = what_is_known(state)
+            await self._save(state, hook)
+            return
         try:
             output_cap = self._output_cap(state)
         except UsageLimitExceeded:
@@ -369,6 +452,9 @@ class Agent:
                 state.final_message = _drop_claims(
                     state.final_message, {c.claim for c in report.ungrounded}
                 )
+        if self._answer_refused(state):
+            await self._save(state, hook)
+            return
         self._check_exit(state)
         if not state.finished:
             state.finished, state.stop_reason = True, "completed"
@@ -494,6 +580,34 @@ class Agent:
             await self._save(state, hook)
 
     async def _invoke(self, call: ToolCall, state: LoopState) -> ToolResult:
+        allowed = self.governance.allowed_tools if self.governance else None
+        if allowed is not None and call.name not in allowed:
+            emit("agent.governance", agent=self.name, rule="allowed_tools", tool=call.name)
+            return ToolResult(
+                ok=False,
+                content=f"Not allowed: this run may only call {', '.join(allowed) or 'no tools'}.",
+                error=NOT_ALLOWED,
+            )
+        result = await self._invoke_once(call, state)
+        retry = self.tool_retry
+        attempt = 1
+        while retry is not None and _retryable(result) and attempt < retry.max_attempts:
+            delay = retry.delay(attempt)
+            emit(
+                "agent.tool.retry",
+                agent=self.name,
+                tool=call.name,
+                attempt=attempt + 1,
+                max_attempts=retry.max_attempts,
+                error=result.error,
+                delay_seconds=delay,
+            )
+            await asyncio.sleep(delay)
+            attempt += 1
+            result = await self._invoke_once(call, state)
+        return result
+
+    async def _invoke_once(self, call: ToolCall, state: LoopState) -> ToolResult:
         selected = self.tools.get(call.name)
         if selected is None:
             return ToolResult(
@@ -674,6 +788,52 @@ class Agent:
         state.grounding = report.model_dump()
         return report
 
+    def _guard_input(self, prompt: str) -> None:
+        guard = self.guardrails.input if self.guardrails else None
+        violations = guard.violations(prompt) if guard else []
+        if violations:
+            emit("agent.guardrail", agent=self.name, stage="input", violations=violations)
+            raise GuardrailViolation(
+                f"agent {self.name!r} refused the task: it {'; it '.join(violations)}. Change the "
+                "task, or the agent's input guardrails"
+            )
+
+    def _answer_refused(self, state: LoopState) -> bool:
+        """Check the answer against the output guardrails. A refused answer raises
+        `GuardrailViolation`, or (`on_violation: retry`) queues feedback and returns True."""
+        guardrails = self.guardrails
+        guard = guardrails.output if guardrails else None
+        violations = guard.violations(state.final_message) if guard else []
+        if not violations:
+            return False
+        assert guardrails is not None
+        retrying = (
+            guardrails.on_violation == "retry" and state.guardrail_retries < guardrails.max_retries
+        )
+        emit(
+            "agent.guardrail",
+            agent=self.name,
+            stage="output",
+            violations=violations,
+            action="retry" if retrying else "fail",
+        )
+        if not retrying:
+            raise GuardrailViolation(
+                f"agent {self.name!r} gave an answer its output guardrails refuse: it "
+                f"{'; it '.join(violations)}"
+            )
+        state.guardrail_retries += 1
+        state.messages.append(
+            Message(
+                role="user",
+                content="Your answer was refused: it "
+                + "; it ".join(violations)
+                + ". Give your answer again without that.",
+                kind="guardrail_feedback",
+            )
+        )
+        return True
+
     def _reflect(self, state: LoopState) -> None:
         latest = [e for e in state.evidence if e.iteration == state.iterations]
         issues = [f"{e.tool} failed: {e.error}" for e in latest if not e.success]
@@ -727,6 +887,11 @@ class Agent:
             final_message_preview=state.final_message[:200],
             total_tokens=state.usage.total_tokens,
         )
+        if self.memory is not None and self.memory.settings.enabled and state.final_message:
+            task = next((m.content for m in state.messages if m.role == "user"), "")
+            await self.memory.aremember(
+                task, state.final_message, run_key=run_key(task, state.final_message)
+            )
         grounding = GroundingReport.model_validate(state.grounding) if state.grounding else None
         return AgentResult(
             message=state.final_message,
@@ -738,6 +903,17 @@ class Agent:
             state=state,
             grounding=grounding,
         )
+
+
+NOT_ALLOWED = "not_allowed"
+"""The error of a tool call governance refused."""
+_NOT_RETRIED = {"invalid_arguments", "unknown_tool", BUDGET_EXHAUSTED, NOT_ALLOWED}
+
+
+def _retryable(result: ToolResult) -> bool:
+    """Whether `tool_retry` may try a failed call again: the tool raised (the same arguments
+    may work next time), as opposed to a call the loop itself refused or bad arguments."""
+    return not result.ok and result.error not in _NOT_RETRIED
 
 
 _SIGNALS: dict[str, MessageKind] = {
