@@ -26,8 +26,7 @@ from sleuth.review import ReviewPolicy
 from tests.worker_processes import cli_env, free_port_pair, sleuth_command, wait_for
 from workers.binaries import temporal_cli
 from workers.cli_runs import build_query, parse_since
-from workers.client import connect
-from workers.embedded import ensure_temporal
+from workers.embedded import connect_temporal
 from workers.search_attributes import (
     SearchAttributeSetupError,
     dev_server_flags,
@@ -113,8 +112,8 @@ def test_the_runs_query_uses_the_attributes() -> None:
 
 
 async def test_runs_are_found_by_grounding_score_with_the_temporal_cli(embedded: str) -> None:
-    address = await ensure_temporal()
-    client = await connect(address)
+    client = await connect_temporal()
+    address = client.service_client.config.target_host
     registered = await custom_attributes(client)
     assert {name: registered.get(name) for name in expected_types()} == expected_types()
     setup = subprocess.run(
@@ -170,8 +169,8 @@ async def test_runs_are_found_by_grounding_score_with_the_temporal_cli(embedded:
 async def test_a_run_awaiting_review_is_findable_and_sleuth_review_decides_it(
     embedded: str,
 ) -> None:
-    address = await ensure_temporal()
-    client = await connect(address)
+    client = await connect_temporal()
+    address = client.service_client.config.target_host
     name = f"reviewed-{uuid.uuid4().hex[:6]}"
     app = research_app(name, True, review=ReviewPolicy(points=["summary"]))
     task_queue = str(uuid.uuid4())
@@ -256,6 +255,6 @@ async def test_the_lookup_answers_per_server_and_namespace(
     server) does not hide them on one that has them, both in namespace `default`."""
     without = await ActivityEnvironment(client=time_env.client).run(registered_search_attributes)
     assert without == []
-    client = await connect(await ensure_temporal())
+    client = await connect_temporal()
     with_them = await ActivityEnvironment(client=client).run(registered_search_attributes)
     assert sorted(with_them) == sorted(expected_types())

@@ -218,7 +218,10 @@ class Agent:
         self.guardrails = guardrails
         """Checks on the task and the answer (`agent.guardrail` events)."""
         self.governance = governance
-        """A tool allow-list and a token cap per run (`agent.governance` events)."""
+        """A tool allow-list and token and USD caps per run (`agent.governance` events)."""
+        self._spend_limits = governance.spend_limits() if governance is not None else None
+        if self._spend_limits is not None:
+            require_price(self.model)  # a USD cap cannot be kept at an unknown price
         self.memory = memory
         """What this agent id learned in earlier runs; recalled into the system prompt."""
         if governance is not None and governance.allowed_tools is not None:
@@ -388,9 +391,10 @@ class Agent:
     async def _model_turn(self, state: LoopState, hook: CheckpointHook | None) -> None:
         if self.context_manager is not None:
             state.messages = await self.context_manager(state.messages, UsageAccount(state))
-        cap = self.governance.max_tokens_per_run if self.governance else None
-        if cap is not None and state.usage.total_tokens >= cap:
-            emit("agent.governance", agent=self.name, rule="max_tokens_per_run", limit=cap)
+        rule = self._spend_cap_reached(state)
+        if rule is not None:
+            limit = getattr(self.governance, rule)
+            emit("agent.governance", agent=self.name, rule=rule, limit=limit)
             state.finished, state.stop_reason = True, SPEND_CAP
             state.final_message = what_is_known(state)
             await self._save(state, hook)
@@ -460,6 +464,24 @@ class Agent:
             state.finished, state.stop_reason = True, "completed"
         await self._save(state, hook)
 
+    def _spend_cap_reached(self, state: LoopState) -> str | None:
+        """The governance cap (`max_tokens_per_run`, `max_cost_usd_per_run`) the run has reached
+        or its next request would pass; None when the request fits."""
+        governance = self.governance
+        if governance is None:
+            return None
+        cap = governance.max_tokens_per_run
+        if cap is not None and state.usage.total_tokens >= cap:
+            return "max_tokens_per_run"
+        if self._spend_limits is not None:
+            try:
+                self._spend_limits.check_before_request(
+                    state.usage, state.messages, require_price(self.model)
+                )
+            except UsageLimitExceeded:
+                return "max_cost_usd_per_run"
+        return None
+
     def _output_cap(self, state: LoopState) -> int | None:
         """The output tokens the next answer may use; raises `UsageLimitExceeded` when the
         limits refuse the request."""
@@ -467,6 +489,9 @@ class Agent:
         if self.limits is not None:
             price = require_price(self.model) if self.limits.max_cost_usd is not None else None
             caps.append(self.limits.check_before_request(state.usage, state.messages, price))
+        if self._spend_limits is not None:
+            price = require_price(self.model)
+            caps.append(self._spend_limits.check_before_request(state.usage, state.messages, price))
         known = [cap for cap in caps if cap is not None]
         return min(known) if known else None
 
