@@ -12,6 +12,7 @@ from research_scripts import ResearchScript, lookup, scripted_model
 
 from sleuth import Agent, create_research_workflow
 from sleuth.errors import InvalidSettingError
+from sleuth.events import Event, capture_events
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import Node, ResearchDigest, end_reason, next_node, node_of_request
 from sleuth.research import record_review as record
@@ -142,11 +143,43 @@ def test_decisions_are_validated() -> None:
 # -- research runs -----------------------------------------------------------------------------
 
 
+def review_events(queue: asyncio.Queue[Event], prefix: str) -> list[tuple[str, dict]]:
+    """The captured events whose type starts with `prefix`, in order."""
+    events = []
+    while not queue.empty():
+        event = queue.get_nowait()
+        if event.event_type.startswith(prefix):
+            events.append((event.event_type, event.data))
+    return events
+
+
 async def test_approve_a_summary_finishes_the_run() -> None:
     reviewer = Reviewer("approve")
-    result = await spec_with(ResearchScript(verdicts=[True]), reviewer, points=["summary"]).execute(
-        "How fast did the CRM market grow?"
-    )
+    spec = spec_with(ResearchScript(verdicts=[True]), reviewer, points=["summary"])
+    with capture_events() as queue:
+        result = await spec.execute("How fast did the CRM market grow?")
+    [pending] = reviewer.seen
+    assert review_events(queue, "research.review") == [
+        (
+            "research.review.awaiting",
+            {
+                "research": spec.name,
+                "review_id": "summary-1",
+                "kind": "summary",
+                "subject": pending.subject,
+            },
+        ),
+        (
+            "research.review",
+            {
+                "research": spec.name,
+                "review_id": "summary-1",
+                "kind": "summary",
+                "decision": "approve",
+                "timed_out": False,
+            },
+        ),
+    ]
     report = result.final_state
     assert report.end_reason == "grounded"
     [pending] = reviewer.seen
@@ -304,9 +337,21 @@ def approval_agent(callback: object = None, **policy: object) -> Agent:
 
 async def test_an_approved_tool_call_runs() -> None:
     reviewer = Reviewer("approve")
-    result = await approval_agent(reviewer).arun("Mail the report to the CFO.")
+    agent = approval_agent(reviewer)
+    with capture_events() as queue:
+        result = await agent.arun("Mail the report to the CFO.")
     assert SENT == ["cfo@example.com"]
     [pending] = reviewer.seen
+    assert review_events(queue, "agent.approval") == [
+        (
+            "agent.approval.awaiting",
+            {"agent": agent.name, "tool": "send_email", "review_id": pending.review_id},
+        ),
+        (
+            "agent.approval",
+            {"agent": agent.name, "tool": "send_email", "decision": "approve", "timed_out": False},
+        ),
+    ]
     assert pending.kind == "tool" and pending.review_id.startswith("tool-call_")
     assert pending.details["tool"] == "send_email"
     assert pending.details["arguments"] == {"to": "cfo@example.com"}

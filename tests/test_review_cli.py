@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from sleuth.events import Event
 from sleuth.review import PendingReview
 from tests.worker_processes import wait_for
+from workers.cli_events import describe_event
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,3 +92,37 @@ async def test_a_person_reviews_a_running_research_from_another_terminal(
     assert f"nothing waits for review on {run_id} (status: completed)" in nothing.stdout
     missing = sleuth(address, tmp_path, "review", "research-nope")
     assert missing.returncode == 2 and "no run 'research-nope'" in missing.stderr
+
+
+def test_the_event_lines_say_what_waits_and_how_it_was_decided() -> None:
+    awaiting = Event(
+        event_type="research.review.awaiting",
+        run_id="research-market-1",
+        timestamp=0.0,
+        data={"review_id": "summary-1", "kind": "summary", "subject": "summary for 'q'"},
+    )
+    assert describe_event(awaiting) == (
+        "  ⏸ awaiting review summary-1 (summary for 'q'): decide with "
+        "`sleuth review research-market-1`"
+    )
+    tool = Event(
+        event_type="agent.approval.awaiting",
+        run_id="agent-1",
+        timestamp=0.0,
+        data={"agent": "mailer", "tool": "send_email", "review_id": "tool-call_1"},
+    )
+    assert "(call send_email)" in describe_event(tool)
+    decided = Event(
+        event_type="research.review",
+        run_id="research-market-1",
+        timestamp=0.0,
+        data={"review_id": "summary-1", "decision": "reject", "timed_out": True},
+    )
+    assert describe_event(decided) == "  ✓ review summary-1: reject (timed out)"
+    approved = Event(
+        event_type="agent.approval",
+        run_id="agent-1",
+        timestamp=0.0,
+        data={"tool": "send_email", "decision": "approve", "timed_out": False},
+    )
+    assert describe_event(approved) == "  ✓ call send_email: approve"

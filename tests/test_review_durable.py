@@ -23,6 +23,7 @@ from activities.research_models import ResearchOutcome, ResearchRequest
 from sleuth import Agent, App, create_research_workflow
 from sleuth.models.scripted import ScriptedModel, text, tool_call
 from sleuth.review import ApprovalPolicy, PendingReview, ReviewDecision, ReviewPolicy
+from workers.events import follow_events
 from workers.worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.research import ResearchWorkflow
@@ -91,6 +92,32 @@ async def test_a_run_waits_for_approval_of_its_summary(time_env: WorkflowEnviron
         assert answered.review_id == "summary-1"
         outcome: ResearchOutcome = await handle.result()
         assert await handle.query("pending_review", result_type=PendingReview | None) is None  # type: ignore[arg-type]
+        events = [event async for _, event in follow_events(time_env.client, handle.id)]
+    # Followers of the run's live events see the wait and the decision, as in-process.
+    reviewed = [
+        (e.event_type, e.data) for e in events if e.event_type.startswith("research.review")
+    ]
+    assert reviewed == [
+        (
+            "research.review.awaiting",
+            {
+                "research": "market",
+                "review_id": "summary-1",
+                "kind": "summary",
+                "subject": pending.subject,
+            },
+        ),
+        (
+            "research.review",
+            {
+                "research": "market",
+                "review_id": "summary-1",
+                "kind": "summary",
+                "decision": "approve",
+                "timed_out": False,
+            },
+        ),
+    ]
     report = outcome.final_state
     assert report.end_reason == "grounded"
     assert [(r.review_id, r.decision) for r in report.reviews] == [("summary-1", "approve")]
@@ -246,8 +273,22 @@ async def test_an_approved_tool_call_runs_durably(time_env: WorkflowEnvironment)
         await decide(handle, pending.review_id, "approve")
         outcome: AgentOutcome = await handle.result()
         progress = await handle.query(AgentWorkflow.progress)
+        events = [event async for _, event in follow_events(time_env.client, handle.id)]
     assert SENT == ["cfo@example.com"] and outcome.message == "Done."
     assert [r.decision for r in progress.approvals] == ["approve"]
+    approvals = [
+        (e.event_type, e.data) for e in events if e.event_type.startswith("agent.approval")
+    ]
+    assert approvals == [
+        (
+            "agent.approval.awaiting",
+            {"agent": "mailer", "tool": "send_email", "review_id": pending.review_id},
+        ),
+        (
+            "agent.approval",
+            {"agent": "mailer", "tool": "send_email", "decision": "approve", "timed_out": False},
+        ),
+    ]
 
 
 async def test_a_denied_tool_call_does_not_run_durably(time_env: WorkflowEnvironment) -> None:

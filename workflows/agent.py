@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
-from workflows.streams import state_for_continue
+from workflows.streams import publish, state_for_continue
 
 with workflow.unsafe.imports_passed_through():
     from activities.agent import AgentActivities
@@ -133,6 +133,14 @@ class AgentWorkflow:
         self._progress.status = "awaiting review"
         workflow.upsert_memo({"status": "awaiting review", "review": pending.subject})
         self._attributes.upsert({attributes.REVIEW_STATE: "awaiting"})
+        tool = pending.details.get("tool")
+        publish(
+            self._stream,
+            "agent.approval.awaiting",
+            agent=self._progress.agent,
+            tool=tool,
+            review_id=pending.review_id,
+        )
         try:
             decision, timed_out = await self._gate.wait(
                 pending, request.timeout_seconds, request.on_timeout
@@ -147,6 +155,14 @@ class AgentWorkflow:
         outcome = "timed_out" if timed_out else REVIEW_STATES[decision.decision]
         workflow.upsert_memo({"status": "running", "review": f"{pending.review_id} {outcome}"})
         self._attributes.upsert({attributes.REVIEW_STATE: outcome})
+        publish(
+            self._stream,
+            "agent.approval",
+            agent=self._progress.agent,
+            tool=tool,
+            decision=decision.decision,
+            timed_out=timed_out,
+        )
         metrics.record_review("tool", decision.decision)
         return record
 

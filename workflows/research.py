@@ -220,6 +220,14 @@ class ResearchWorkflow:
         self._progress.status = "awaiting review"
         workflow.upsert_memo({"status": "awaiting review", "review": pending.subject})
         self._attributes.upsert({attributes.REVIEW_STATE: "awaiting"})
+        publish(
+            self._stream,
+            "research.review.awaiting",
+            research=request.research,
+            review_id=review_id,
+            kind=pending.kind,
+            subject=pending.subject,
+        )
         try:
             decision, timed_out = await self._gate.wait(
                 pending,
@@ -240,6 +248,15 @@ class ResearchWorkflow:
             {"status": "running", "review": f"{review_id} {outcome}: {decision.remark or ''}"}
         )
         self._attributes.upsert({attributes.REVIEW_STATE: outcome})
+        publish(
+            self._stream,
+            "research.review",
+            research=request.research,
+            review_id=review_id,
+            kind=pending.kind,
+            decision=decision.decision,
+            timed_out=timed_out,
+        )
         metrics.record_review(point, decision.decision)
         workflow.logger.info("review %s decided: %s", review_id, decision.decision)
         return record_review(digest, decision.decision)

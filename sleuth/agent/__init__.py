@@ -64,6 +64,7 @@ from sleuth.review import (
     ApprovalPolicy,
     ReviewRecord,
     ReviewSubject,
+    approval_id,
     approval_subject,
     ask_approval,
 )
@@ -681,6 +682,12 @@ class Agent:
         if recorded is not None:
             return recorded
         assert self.approval is not None
+        emit(
+            "agent.approval.awaiting",
+            agent=self.name,
+            tool=call.name,
+            review_id=approval_id(call),
+        )
         record = await ask_approval(self.approval, self.name, call)
         state.approvals[call.id] = record
         emit(

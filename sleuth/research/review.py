@@ -87,6 +87,13 @@ async def ask_reviewer(
         requested_at=utc_now(),
         timeout_seconds=state.review.timeout_seconds,
     )
+    emit(
+        "research.review.awaiting",
+        research=research,
+        review_id=pending.review_id,
+        kind=pending.kind,
+        subject=pending.subject,
+    )
     decision, timed_out = await ask(
         callback,
         pending,
