@@ -33,14 +33,15 @@ from opentelemetry.util.types import Attributes
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
 from activities.research_models import ResearchRequest
 from bench.research_overhead import FAST_SERVER_ARGS, graph_spec
 from sleuth.app import App
 from workers.binaries import temporal_cli
+from workers.plugin import SleuthPlugin
 from workers.search_attributes import dev_server_flags
 from workers.telemetry import client_interceptors
-from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
 
 
@@ -116,9 +117,13 @@ async def main(runs: int) -> None:
     try:
         async with contextlib.AsyncExitStack() as stack:
             queues = []
-            for _, client, _ in setups:
+            for _, client, tracing in setups:
                 queue = str(uuid.uuid4())
-                await stack.enter_async_context(build_worker(client, app, task_queue=queue))
+                # An untraced set-up's worker must not trace on its own either.
+                worker = Worker(
+                    client, task_queue=queue, plugins=[SleuthPlugin(app, tracing=tracing)]
+                )
+                await stack.enter_async_context(worker)
                 queues.append(queue)
             for round_ in range(runs + 1):  # round 0 warms every worker up
                 for (label, client, tracing), queue in zip(setups, queues, strict=True):

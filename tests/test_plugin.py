@@ -199,6 +199,11 @@ async def test_the_plugin_traces_a_client_and_its_workers_once(
     worker = Worker(plain, task_queue="never-polled", plugins=[SleuthPlugin(research_app())])
     assert has_tracing(worker.config(active_config=True)["interceptors"])
 
+    untraced = Worker(
+        plain, task_queue="never-polled-untraced", plugins=[SleuthPlugin(App(), tracing=False)]
+    )
+    assert not has_tracing(untraced.config(active_config=True)["interceptors"])
+
     # Sleuth's own `connect` traces, and its plugin adds no second interceptor.
     ours = await connect(address(dev_env), plugins=[SleuthPlugin(research_app())])
     assert (

@@ -67,9 +67,12 @@ class SleuthPlugin(SimplePlugin):
         app: App | Callable[[], App],
         *,
         interceptors: Sequence[ClientInterceptor | WorkerInterceptor] = (),
+        tracing: bool = True,
     ) -> None:
         """`app` is the App whose activities workers serve; a function returning it defers loading
-        the App until a worker is built (a client that only starts runs never loads it)."""
+        the App until a worker is built (a client that only starts runs never loads it).
+        `tracing=False` adds no `TracingInterceptor` (one the client already has stays)."""
+        self._tracing = tracing
         self._app: App | None = app if isinstance(app, App) else None
         self._load_app: Callable[[], App] = (lambda: app) if isinstance(app, App) else app
         super().__init__(
@@ -92,7 +95,8 @@ class SleuthPlugin(SimplePlugin):
     def configure_client(self, config: ClientConfig) -> ClientConfig:
         """The pydantic (and codec) data converter, and tracing unless the client traces already."""
         config = super().configure_client(config)
-        config["interceptors"] = with_tracing(config.get("interceptors", []))
+        if self._tracing:
+            config["interceptors"] = with_tracing(config.get("interceptors", []))
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -101,7 +105,8 @@ class SleuthPlugin(SimplePlugin):
         client = config["client"]  # type: ignore[typeddict-item]
         _require_sleuth_converter(client.data_converter)
         config = super().configure_worker(config)
-        if not has_tracing(client.config(active_config=True).get("interceptors", [])):
+        client_traces = has_tracing(client.config(active_config=True).get("interceptors", []))
+        if self._tracing and not client_traces:
             config["interceptors"] = with_tracing(config.get("interceptors", []))
         throttle = timedelta(seconds=HEARTBEAT_THROTTLE_SECONDS)
         current = config.get("max_heartbeat_throttle_interval")
