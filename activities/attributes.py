@@ -6,9 +6,9 @@ temporal workflow list --query 'SleuthReviewState = "awaiting"'
 ```
 
 They must be registered on the namespace before a workflow may set them: the embedded server
-registers them at start, `sleuth setup` registers them on a cluster. Workflows run
-`sleuth.search_attributes` once (as a local activity, so the answer is in their history) before
-they upsert any (`workflows.attributes`), so a namespace where `sleuth setup` never ran does not
+registers them at start, `sleuth setup` registers them on a cluster. Workflows run the
+`sleuth.search_attributes` activity once (so the answer is in their history) before they upsert
+any (`workflows.attributes`), so a namespace where `sleuth setup` never ran does not
 fail workflow tasks: the attributes are just not set, and the worker logs how to fix that. The
 answer is cached per server and namespace for a minute, so it costs one RPC per worker and
 minute.

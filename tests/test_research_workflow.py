@@ -85,7 +85,8 @@ async def test_grounded_at_once(time_env: WorkflowEnvironment) -> None:
     assert [e["tool"] for e in state["evidence"]] == ["lookup"]
     assert state["claims"][0]["evidence"] == [1]
     summaries = activity_summaries(events)
-    assert len(summaries) == 5 and all(s.startswith("market: ") for s in summaries)
+    # The search-attribute lookup, four nodes and the report.
+    assert len(summaries) == 6 and all(s.startswith("market: ") for s in summaries)
     assert summaries[-1] == "market: report (grounded)"
     assert progress.status == "done" and progress.node == "grounding_eval"
     assert progress.nodes_run == state["nodes"] and progress.score_history == [1.0]
@@ -227,7 +228,8 @@ async def test_the_workflow_alone_decides_the_end(time_env: WorkflowEnvironment)
     )
     # The nodes hand back a state reference and the digest, nothing more: no node carries a
     # report, and none decides the run is over.
-    node_results = completed_results(events)[:-1]
+    # The first result is the search-attribute lookup's, the last the report's.
+    node_results = completed_results(events)[1:-1]
     assert len(node_results) == len(outcome.final_state.nodes) == 11
     for result in node_results:
         assert set(result) == {"state_ref", "digest"}

@@ -83,7 +83,7 @@ class AgentWorkflow:
             state_ref, step = request.resume.state_ref, request.resume.next
             self._progress = request.resume.progress
         self._progress.agent = request.agent
-        self._attributes = await attributes.for_this_run()
+        self._attributes = await attributes.for_this_run(request.agent)
         while True:
             if step.kind == "done":
                 raise ApplicationError(

@@ -1,8 +1,8 @@
 """Setting Sleuth's search attributes from a workflow (the keys: `activities.attributes`).
 
-A workflow first asks which are registered (the `sleuth.search_attributes` local activity,
-recorded in its history) and upserts only those, so a namespace without them never stalls a run;
-it only makes the run unfindable by them.
+A workflow first asks which are registered (the `sleuth.search_attributes` activity, recorded in
+its history) and upserts only those, so a namespace without them never stalls a run; it only
+makes the run unfindable by them.
 """
 
 from __future__ import annotations
@@ -28,9 +28,15 @@ with workflow.unsafe.imports_passed_through():
         registered_search_attributes,
     )
 
-SEARCH_ATTRIBUTES_PATCH = "sleuth-search-attributes"
-"""Marks runs that set search attributes: a run that started before they existed replays
-without the lookup (and sets none)."""
+SEARCH_ATTRIBUTES_PATCH = "sleuth-search-attributes-activity"
+"""Marks runs that ask which attributes are registered with the `sleuth.search_attributes`
+activity."""
+LOCAL_LOOKUP_PATCH = "sleuth-search-attributes"
+"""Marks runs recorded while the lookup was a local activity; they replay with one. (A local
+activity's result and an Update that arrives while it runs, such as a live-event follower's
+poll, can reach the workflow in a different order on replay than they did live: a
+non-determinism error.) A run without either marker started before search attributes existed
+and sets none."""
 
 __all__ = [
     "COST_USD",
@@ -68,14 +74,21 @@ class RunAttributes:
             workflow.upsert_search_attributes(updates)
 
 
-async def for_this_run() -> RunAttributes:
+async def for_this_run(name: str) -> RunAttributes:
     """The attributes this run may set: those the namespace has registered (asked once, by the
-    `sleuth.search_attributes` local activity)."""
-    if not workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+    `sleuth.search_attributes` activity, whose Web UI summary starts with `name`)."""
+    if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+        registered = await workflow.execute_activity(
+            registered_search_attributes,
+            start_to_close_timeout=timedelta(seconds=30),
+            summary=f"{name}: which Sleuth search attributes are registered",
+        )
+    elif workflow.patched(LOCAL_LOOKUP_PATCH):
+        registered = await workflow.execute_local_activity(
+            registered_search_attributes,
+            start_to_close_timeout=timedelta(seconds=30),
+            summary="which Sleuth search attributes are registered",
+        )
+    else:
         return RunAttributes([])
-    registered = await workflow.execute_local_activity(
-        registered_search_attributes,
-        start_to_close_timeout=timedelta(seconds=30),
-        summary="which Sleuth search attributes are registered",
-    )
     return RunAttributes(registered)

@@ -106,7 +106,7 @@ class ResearchWorkflow:
             self._progress.runs += 1
             self._remark = request.resume.review_remark
         self._progress.research = request.research
-        self._attributes = await attributes.for_this_run()
+        self._attributes = await attributes.for_this_run(request.research)
         self._attributes.upsert({attributes.RESEARCH: request.research})
         nodes_this_run = 0
         while (node := next_node(digest)) != Node.DONE:
