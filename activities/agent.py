@@ -21,6 +21,7 @@ from temporalio import activity
 
 from activities.agent_models import (
     AgentOutcome,
+    ApprovalRequest,
     NextStep,
     StepInput,
     StepKind,
@@ -31,6 +32,7 @@ from activities.checkpoints import Journal
 from activities.errors import ConfigError, mapped_errors
 from activities.events import streams_events
 from activities.heartbeat import journaled
+from activities.metrics import record_tool_errors
 from sleuth.agent import Agent
 from sleuth.app import App
 from sleuth.artifacts import (
@@ -43,6 +45,7 @@ from sleuth.artifacts import (
 from sleuth.deepagent.subagents import SubagentTool
 from sleuth.deepagent.todos import TodoState
 from sleuth.log import get_logger
+from sleuth.review import approval_id
 from sleuth.state import LoopState
 from sleuth.text import preview
 
@@ -56,14 +59,31 @@ def next_step(agent: Agent, state: LoopState) -> NextStep:
     call = agent.next_tool_call(state)
     if call is None:
         return NextStep(kind="model", summary=f"{agent.name}: model turn {state.iterations + 1}")
+    approval = None
+    if agent.needs_approval(call) and call.id not in state.approvals:
+        assert agent.approval is not None
+        approval = ApprovalRequest(
+            review_id=approval_id(call),
+            subject=agent.approval_subject(call),
+            timeout_seconds=agent.approval.timeout_seconds,
+            on_timeout=agent.approval.on_timeout,
+        )
     if isinstance(agent.tools.get(call.name), SubagentTool):
         subagent = str(call.arguments.get("subagent_type", "?"))
         task = str(call.arguments.get("description", ""))
         return NextStep(
-            kind="subagent", call_id=call.id, summary=preview(f"subagent {subagent}: {task}")
+            kind="subagent",
+            call_id=call.id,
+            summary=preview(f"subagent {subagent}: {task}"),
+            approval=approval,
         )
     arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
-    return NextStep(kind="tool", call_id=call.id, summary=preview(f"tool {call.name} {arguments}"))
+    return NextStep(
+        kind="tool",
+        call_id=call.id,
+        summary=preview(f"tool {call.name} {arguments}"),
+        approval=approval,
+    )
 
 
 def _todos(agent: Agent) -> list[TodoView] | None:
@@ -116,6 +136,8 @@ class AgentActivities:
                 "register a factory returning create_deepagent(...) or Agent(...)"
             )
         state = await self._load(agent, request)
+        if request.approval is not None and request.call_id:
+            state.approvals[request.call_id] = request.approval
         planned = next_step(agent, state)
         if planned.kind != kind or (request.call_id and planned.call_id != request.call_id):
             raise ConfigError(
@@ -128,7 +150,9 @@ class AgentActivities:
             if finished is not None:
                 state_ref, state = finished
             else:
+                evidence_before = len(state.evidence)
                 await agent.step(state)
+                record_tool_errors(state.evidence[evidence_before:])
                 agent.capture_layers(state)
                 state_ref = await asyncio.to_thread(put_json, self.store, state)
                 await journal.finish(state_ref)

@@ -14,6 +14,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, with_overrides
 from sleuth.models.base import Usage
+from sleuth.review import ApprovalTimeoutAction, ReviewRecord, ReviewSubject
 from sleuth.strict import StrictInput
 
 StepKind = Literal["model", "tool", "subagent"]
@@ -48,6 +49,16 @@ class AgentStepConfig(StrictInput):
         return with_overrides(cls, overrides, where="steps", noun="step kind", plural="kinds")
 
 
+class ApprovalRequest(BaseModel):
+    """A tool call that waits for a person before it runs (the agent's `ApprovalPolicy`)."""
+
+    review_id: str
+    """`tool-<call id>`: answer the `review` Update with this id."""
+    subject: ReviewSubject
+    timeout_seconds: float | None = None
+    on_timeout: ApprovalTimeoutAction = "deny"
+
+
 class NextStep(BaseModel):
     """What the agent does next."""
 
@@ -56,6 +67,8 @@ class NextStep(BaseModel):
     """One line for the Web UI: which tool or subagent, with what."""
     call_id: str | None = None
     """The tool call a `tool` or `subagent` step runs."""
+    approval: ApprovalRequest | None = None
+    """Set when the call must be approved first: the workflow waits for the decision."""
 
 
 class StepInput(BaseModel):
@@ -71,6 +84,8 @@ class StepInput(BaseModel):
     """The task (first step only)."""
     call_id: str | None = None
     """The tool call to run (`tool` and `subagent` steps)."""
+    approval: ReviewRecord | None = None
+    """The decision on the call, when it needed approval (the workflow waited for it)."""
 
 
 class TodoView(BaseModel):
@@ -119,7 +134,7 @@ class AgentProgress(BaseModel):
 
     agent: str = ""
     status: str = "running"
-    """`running` or `done`."""
+    """`running`, `awaiting review` or `done`."""
     step: str = "model"
     """The kind of step running now."""
     step_summary: str = ""
@@ -128,8 +143,12 @@ class AgentProgress(BaseModel):
     tool_calls: int = Field(default=0, ge=0)
     subagent_calls: int = Field(default=0, ge=0)
     total_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    """USD spent so far at the models' prices."""
     todos: list[TodoView] | None = None
     stop_reason: str | None = None
+    approvals: list[ReviewRecord] = Field(default_factory=list)
+    """The tool calls decided by a person (or a timeout) so far."""
 
 
 class AgentResume(StrictInput):

@@ -13,9 +13,10 @@ from temporalio.exceptions import ApplicationError
 from sleuth.agent.policies import GuardrailViolation
 from sleuth.app import UnknownNameError
 from sleuth.artifacts import ArtifactNotFoundError, ArtifactReferenceError
-from sleuth.errors import SleuthError
+from sleuth.errors import InvalidSettingError, SleuthError
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
 from sleuth.redact import redact
+from sleuth.review import ReviewError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,8 +37,10 @@ def to_application_error(exc: BaseException) -> ApplicationError | None:
         return ApplicationError(str(exc), type="RetryableModelError", next_retry_delay=delay)
     if isinstance(exc, NonRetryableModelError):
         return ApplicationError(str(exc), type="NonRetryableModelError", non_retryable=True)
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, ConfigError | InvalidSettingError):
         return ApplicationError(str(exc), type="ConfigError", non_retryable=True)
+    if isinstance(exc, ReviewError):
+        return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
     if isinstance(exc, GuardrailViolation):
         return ApplicationError(str(exc), type="GuardrailViolation", non_retryable=True)
     if isinstance(exc, ValidationError):

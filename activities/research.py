@@ -19,17 +19,20 @@ from temporalio import activity
 from activities.errors import ConfigError, mapped_errors
 from activities.events import streams_events
 from activities.heartbeat import checkpointing, heartbeating
+from activities.metrics import record_tool_errors
 from activities.research_models import (
     FINAL_EVIDENCE_CHARS,
     FinishInput,
     FinishOutput,
     NodeInput,
     NodeOutput,
+    ReviewSubjectInput,
 )
 from sleuth.app import App
 from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
 from sleuth.log import get_logger
-from sleuth.research import Node, ResearchSpec, ResearchState
+from sleuth.research import Node, ResearchSpec, ResearchState, review_subject
+from sleuth.review import ReviewSubject
 
 log = get_logger(__name__)
 
@@ -54,6 +57,7 @@ class ResearchActivities:
             self.regenerate,
             self.replan,
             self.finish,
+            self.review_subject,
         ]
 
     @activity.defn(name="research.execute")
@@ -73,6 +77,7 @@ class ResearchActivities:
             updated = await spec.run_node(
                 Node.EXECUTE, state, app=self.app, checkpoint=checkpoint, on_checkpoint=save
             )
+        record_tool_errors(updated.evidence[len(state.evidence) :])
         return await self._store_result(updated)
 
     @activity.defn(name="research.causal_inference")
@@ -122,6 +127,7 @@ class ResearchActivities:
         """
         spec = self._spec(request.research)
         state = await self._load_state(request.state_ref)
+        state = state.model_copy(update={"reviews": request.reviews})
         async with heartbeating():
             state, report = spec.finish(
                 state, request.end_reason, evidence_chars=FINAL_EVIDENCE_CHARS
@@ -129,10 +135,21 @@ class ResearchActivities:
         ref = await asyncio.to_thread(put_json, self.store, state)
         return FinishOutput(state_ref=ref, report=report)
 
+    @activity.defn(name="research.review_subject")
+    @mapped_errors
+    async def review_subject(self, request: ReviewSubjectInput) -> ReviewSubject:
+        """What a reviewer is shown: the plan, or the summary and its grounding (the workflow
+        holds only the digest)."""
+        self._spec(request.research)
+        state = await self._load_state(request.state_ref)
+        return review_subject(state)
+
     # -- shared steps -----------------------------------------------------------------------
 
     async def _run(self, node: Node, request: NodeInput) -> NodeOutput:
         spec, state = await self._load(request)
+        if request.review_remark:
+            state = state.model_copy(update={"review_remark": request.review_remark})
         async with heartbeating():
             updated = await spec.run_node(node, state, app=self.app)
         return await self._store_result(updated)
@@ -157,6 +174,8 @@ class ResearchActivities:
                     grounding_threshold=request.grounding_threshold,
                     max_replans=request.max_replans,
                     max_regenerations=request.max_regenerations,
+                    max_cost_usd=request.max_cost_usd,
+                    review=request.review,
                     causal_inference=request.causal_inference,
                 )
             except ValueError as exc:

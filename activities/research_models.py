@@ -14,6 +14,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, RetrySettings, with_overrides
 from sleuth.research import EndReason, Node, ResearchDigest, ResearchInputs, ResearchReport
+from sleuth.review import ReviewRecord, ReviewSettings
 from sleuth.strict import StrictInput
 
 FINAL_EVIDENCE_CHARS = 24_000
@@ -53,6 +54,8 @@ class ResearchNodeConfig(StrictInput):
     """One model call writing the focused prompt."""
     finish: ActivitySettings = Field(default_factory=_node_defaults)
     """Writing the report of the finished run (no model call)."""
+    review_subject: ActivitySettings = Field(default_factory=_node_defaults)
+    """Reading the plan or summary a reviewer is shown (no model call)."""
 
     def for_node(self, node: Node) -> ActivitySettings:
         settings: ActivitySettings = getattr(self, node.value)
@@ -69,7 +72,7 @@ class ResearchProgress(BaseModel):
 
     research: str = ""
     status: str = "running"
-    """`running`, `done` or `failed`."""
+    """`running`, `awaiting review`, `done` or `failed`."""
     node: Node = Node.START
     """The node running now (the last one once the run is done)."""
     nodes_run: list[Node] = Field(default_factory=list)
@@ -80,6 +83,11 @@ class ResearchProgress(BaseModel):
     """The score of every grounding eval so far (kept by the workflow, not sent by the nodes)."""
     evidence_count: int = 0
     total_tokens: int = 0
+    cost_usd: float = 0.0
+    """USD spent so far at the models' prices."""
+    revision_count: int = 0
+    reviews: list[ReviewRecord] = Field(default_factory=list)
+    """The reviews decided so far, in order."""
     end_reason: EndReason | None = None
     runs: int = 1
     """Workflow runs so far: 1, plus one per continue-as-new."""
@@ -93,6 +101,8 @@ class ResearchResume(StrictInput):
     digest: ResearchDigest
     """The router's view of that state."""
     progress: ResearchProgress
+    review_remark: str | None = None
+    """A reviewer's remark the next node has not acted on yet."""
     stream: WorkflowStreamState | None = None
     """The event stream's offset and latest events."""
 
@@ -101,9 +111,9 @@ class ResearchRequest(ResearchInputs):
     """Input of `ResearchWorkflow`. Plain JSON: `{"prompt": "…", "research": "market-report"}`.
 
     Besides the fields here: `prompt` (at most 32,000 characters), and the per-run overrides
-    `grounding_threshold` (0 to 1), `max_replans` and `max_regenerations` (0 to 10) and
-    `causal_inference` (true or false). Unknown keys
-    and out-of-bounds values fail the run at once, naming the field.
+    `grounding_threshold` (0 to 1), `max_replans` and `max_regenerations` (0 to 10),
+    `max_cost_usd` (more than 0), `review` (see `ReviewSettings`) and `causal_inference` (true or
+    false). Unknown keys and out-of-bounds values fail the run at once, naming the field.
     """
 
     research: str = Field(default="default", min_length=1, max_length=200)
@@ -130,7 +140,12 @@ class NodeInput(BaseModel):
     """Per-run limit overrides (first execute only)."""
     max_replans: int | None = None
     max_regenerations: int | None = None
+    max_cost_usd: float | None = None
+    review: ReviewSettings | None = None
+    """Per-run review settings (first execute only)."""
     causal_inference: bool | None = None
+    review_remark: str | None = None
+    """A reviewer's `revise` remark for this node to act on (the node after a review)."""
 
 
 class NodeOutput(BaseModel):
@@ -149,6 +164,8 @@ class FinishInput(BaseModel):
     state_ref: str
     end_reason: EndReason
     """Decided by the workflow (`end_reason` of its digest); the activity only records it."""
+    reviews: list[ReviewRecord] = Field(default_factory=list)
+    """The reviews decided during the run (the workflow waited for them), for the report."""
 
 
 class FinishOutput(BaseModel):
@@ -158,6 +175,13 @@ class FinishOutput(BaseModel):
     """The artifact reference of the final state (end reason set, full evidence trail)."""
     report: ResearchReport
     """The report, evidence text trimmed to `FINAL_EVIDENCE_CHARS` in total."""
+
+
+class ReviewSubjectInput(BaseModel):
+    """Input of `research.review_subject`: the run whose plan or summary a person reviews."""
+
+    research: str
+    state_ref: str
 
 
 class ResearchOutcome(BaseModel):

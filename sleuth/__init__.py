@@ -17,6 +17,13 @@ _EXPORTS: dict[str, str] = {
     "UsageLimits": "sleuth.limits",
     "UsageLimitExceeded": "sleuth.limits",
     "UsageAccount": "sleuth.limits",
+    "ModelPrice": "sleuth.pricing",
+    "set_prices": "sleuth.pricing",
+    "ReviewPolicy": "sleuth.review",
+    "ReviewSettings": "sleuth.review",
+    "ApprovalPolicy": "sleuth.review",
+    "ReviewDecision": "sleuth.review",
+    "PendingReview": "sleuth.review",
     "SleuthError": "sleuth.errors",
     "InvalidSettingError": "sleuth.errors",
     "UnsupportedArgumentError": "sleuth.errors",
@@ -166,6 +173,8 @@ if TYPE_CHECKING:
     from sleuth.models.anthropic import AnthropicModel as AnthropicModel
     from sleuth.models.local import LocalModel as LocalModel
     from sleuth.models.openai import OpenAIModel as OpenAIModel
+    from sleuth.pricing import ModelPrice as ModelPrice
+    from sleuth.pricing import set_prices as set_prices
     from sleuth.providers import PythonPackagesProvider as PythonPackagesProvider
     from sleuth.providers import register_package_scan as register_package_scan
     from sleuth.rag import BaseVectorStore as BaseVectorStore
@@ -186,6 +195,11 @@ if TYPE_CHECKING:
     from sleuth.research import ResearchSpec as ResearchSpec
     from sleuth.research import create_research_workflow as create_research_workflow
     from sleuth.research import next_node as next_node
+    from sleuth.review import ApprovalPolicy as ApprovalPolicy
+    from sleuth.review import PendingReview as PendingReview
+    from sleuth.review import ReviewDecision as ReviewDecision
+    from sleuth.review import ReviewPolicy as ReviewPolicy
+    from sleuth.review import ReviewSettings as ReviewSettings
     from sleuth.settings import SleuthSettings as SleuthSettings
     from sleuth.settings import load_settings as load_settings
     from sleuth.sinks import JSONLRowSink as JSONLRowSink

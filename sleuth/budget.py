@@ -1,4 +1,4 @@
-"""Budgets: limits on tool calls and tokens, shared fairly by parallel work.
+"""Budgets: limits on tool calls, tokens and cost, shared fairly by parallel work.
 
 A `Budget` is `UsageLimits` (`sleuth.limits`) that can be divided: `minus` says what is left after
 a spend, and a `BudgetPool` shares one allowance among consumers that run in parallel so that
@@ -21,30 +21,33 @@ from sleuth.models import resolve
 from sleuth.models.base import Model, Usage
 from sleuth.tools import Tool
 
-_DIMENSIONS = ("tool_calls", "input_tokens", "output_tokens")
+_DIMENSIONS = ("tool_calls", "input_tokens", "output_tokens", "cost_usd")
+_CONTINUOUS = frozenset({"cost_usd"})
+"""Dimensions shared in fractions (dollars), not in whole units."""
 
 
 class Budget(UsageLimits):
-    """Limits on tool calls and tokens (for a decomposition: the whole tree). `None` is unlimited."""
+    """Limits on tool calls, tokens and USD (for a decomposition: the whole tree). `None` is
+    unlimited."""
 
-    def limit(self, dimension: str) -> int | None:
+    def limit(self, dimension: str) -> float | None:
         return getattr(self, f"max_{dimension}")  # type: ignore[no-any-return]
 
     @property
     def is_spent(self) -> bool:
         """True when any limited dimension has nothing left."""
-        limits = (self.max_tool_calls, self.max_input_tokens, self.max_output_tokens)
+        limits = [self.limit(dimension) for dimension in _DIMENSIONS]
         return any(limit is not None and limit <= 0 for limit in limits)
 
     def minus(self, spent: Spend) -> Budget:
         """What is left of this allowance after `spent` (never below zero)."""
-        values: dict[str, int | None] = {}
+        values: dict[str, float | None] = {}
         for dimension in _DIMENSIONS:
             limit = self.limit(dimension)
             values[f"max_{dimension}"] = (
                 None if limit is None else max(0, limit - getattr(spent, dimension))
             )
-        return Budget(**values)
+        return Budget.model_validate(values)
 
 
 class Spend(BaseModel):
@@ -53,6 +56,7 @@ class Spend(BaseModel):
     tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float = 0.0
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(**{d: getattr(self, d) + getattr(other, d) for d in _DIMENSIONS})
@@ -66,6 +70,7 @@ class Spend(BaseModel):
             tool_calls=tool_calls,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            cost_usd=usage.cost_usd,
         )
 
 
@@ -75,12 +80,12 @@ class BudgetPool(BaseModel):
     `offer()` is the share the next consumer would get, or `None` when nothing is left; `take`
     books it (`grant()` does both). The share is what nobody holds yet, split evenly over the slots
     still open: `at_once` consumers run at the same time (the fan-out), so a share is
-    `free / (at_once - holding)`, and never less than one unit of each limited dimension.
-    `settle(grant, spent)` ends the reservation and books what was really used, so unused budget
-    flows to the consumers that start later. Reservations never exceed the allowance, which is
-    why parallel consumers cannot overspend it together. The synthesis, granted last, gets
-    everything that is left; if the subtasks used it all, the digest is the answer. Without
-    `at_once` the split is over all waiting consumers.
+    `free / (at_once - holding)`, and never less than one unit of each counted dimension (dollars
+    are split exactly). `settle(grant, spent)` ends the reservation and books what was really
+    used, so unused budget flows to the consumers that start later. Reservations never exceed
+    the allowance, which is why parallel consumers cannot overspend it together. The synthesis,
+    granted last, gets everything that is left; if the subtasks used it all, the digest is the
+    answer. Without `at_once` the split is over all waiting consumers.
     """
 
     allowance: Budget
@@ -97,7 +102,7 @@ class BudgetPool(BaseModel):
         """A pool sharing `allowance` among `consumers`, `at_once` of them running together."""
         return cls(allowance=allowance, waiting=consumers, at_once=at_once)
 
-    def _free(self, dimension: str) -> int | None:
+    def _free(self, dimension: str) -> float | None:
         limit = self.allowance.limit(dimension)
         if limit is None:
             return None
@@ -114,7 +119,7 @@ class BudgetPool(BaseModel):
         slots = max(1, self.waiting)
         if self.at_once is not None:
             slots = min(slots, max(1, self.at_once - self.holding))
-        shares: dict[str, int | None] = {}
+        shares: dict[str, float | None] = {}
         for dimension in _DIMENSIONS:
             free = self._free(dimension)
             if free is None:
@@ -122,8 +127,10 @@ class BudgetPool(BaseModel):
                 continue
             if free <= 0:
                 return None
-            shares[dimension] = max(1, free // slots)
-        return Budget(**{f"max_{d}": shares[d] for d in _DIMENSIONS})
+            shares[dimension] = (
+                free / slots if dimension in _CONTINUOUS else max(1, int(free // slots))
+            )
+        return Budget.model_validate({f"max_{d}": shares[d] for d in _DIMENSIONS})
 
     def take(self, share: Budget | None) -> None:
         """Book `share` (what `offer()` returned) for the next consumer; None passes it over."""
@@ -147,12 +154,12 @@ class BudgetPool(BaseModel):
 
     def remaining(self) -> Budget:
         """The allowance minus what was spent and what is still reserved."""
-        return Budget(**{f"max_{d}": self._free(d) for d in _DIMENSIONS})
+        return Budget.model_validate({f"max_{d}": self._free(d) for d in _DIMENSIONS})
 
 
 def _as_spend(share: Budget) -> Spend:
     """A share's limited dimensions as amounts (an unlimited one reserves nothing)."""
-    return Spend(**{d: share.limit(d) or 0 for d in _DIMENSIONS})
+    return Spend.model_validate({d: share.limit(d) or 0 for d in _DIMENSIONS})
 
 
 def budgeted_agent(

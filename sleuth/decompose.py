@@ -10,9 +10,9 @@ The `Budget` (`sleuth.budget`) covers the whole tree, not each node. Each node h
 parent shares its own allowance among its subtasks and then its synthesis with a `BudgetPool`,
 which only hands out what nobody else holds, and takes back what a finished subtask did not use. So
 parallel subtasks cannot together spend more than the tree has. Tool calls are counted exactly (a
-call past the allowance is refused, not run); a model call starts only while tokens are left and
-its prompt fits (estimated at four characters a token), so the tree can pass its token budget only
-by what that estimate misses. When the budget is spent the remaining work ends with what is
+call past the allowance is refused, not run); a model call starts only while tokens (and, with
+`max_cost_usd`, dollars at the model's price) are left and its prompt fits (estimated at four
+characters a token), so the tree can pass its budget only by what that estimate misses. When the budget is spent the remaining work ends with what is
 known, and the result says `outcome="budget_exhausted"`.
 
 The same node functions (`decide`, `solve`, `synthesize`) and the same control flow
@@ -52,7 +52,9 @@ from sleuth.jsontext import json_from_text
 from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, tool_calls_made, what_is_known
 from sleuth.models import resolve
 from sleuth.models.base import Message, Model, Usage
+from sleuth.pricing import require_price
 from sleuth.state import LoopState
+from sleuth.telemetry import model_request
 from sleuth.text import preview
 from sleuth.tools import Tool, as_tool
 
@@ -203,26 +205,35 @@ class DeepDecomposer:
         messages.append(Message(role="user", content=prompt))
         return messages
 
-    def _fits_messages(self, allowance: Budget, messages: list[Message]) -> bool:
-        try:
-            allowance.check_before_request(Usage(), messages)
-        except UsageLimitExceeded:
-            return False
-        return not allowance.is_spent
+    def _output_cap(self, allowance: Budget, messages: list[Message]) -> int | None:
+        """The output tokens a first request of `messages` may use within `allowance` (None: no
+        limit); raises `UsageLimitExceeded` when the request does not fit."""
+        price = require_price(self.model) if allowance.max_cost_usd is not None else None
+        cap = allowance.check_before_request(Usage(), messages, price)
+        if allowance.is_spent:
+            raise UsageLimitExceeded("the allowance is spent")
+        caps = [c for c in (self.max_output_tokens, cap) if c is not None]
+        return min(caps, default=None)
 
     def _fits(self, allowance: Budget, prompt: str) -> bool:
         """Whether a first request on `prompt` is allowed: the budget is not spent and its
-        estimated input tokens fit, so a large prompt is not started only to cross the line."""
-        return self._fits_messages(allowance, self._messages(prompt))
+        estimated input tokens (and their cost) fit, so a large prompt is not started only to
+        cross the line."""
+        try:
+            self._output_cap(allowance, self._messages(prompt))
+        except UsageLimitExceeded:
+            return False
+        return True
 
     async def decide(self, task: str, allowance: Budget | None = None) -> Decision:
         """One model call: solve `task` directly, or split it into subtasks?"""
         allowance = allowance or Budget()
         messages = self._messages(decision_prompt(task), deciding=True)
-        if not self._fits_messages(allowance, messages):
+        try:
+            cap = self._output_cap(allowance, messages)
+        except UsageLimitExceeded:
             return Decision(direct=True, reason="budget spent", budget_exhausted=True)
-        caps = [c for c in (self.max_output_tokens, allowance.max_output_tokens) if c is not None]
-        response = await self.model.request(messages, max_output_tokens=min(caps, default=None))
+        response = await model_request(self.model, messages, max_output_tokens=cap)
         direct, subtasks, reason = parse_decision(response.text)
         spent = Spend.of(response.usage)
         return Decision(

@@ -2,7 +2,9 @@
 
 An `Agent(limits=UsageLimits(...))` asks its limits before every model request
 (`check_before_request`: the request, estimated at four characters a token, must fit in the
-input tokens left; the answer is capped at the output tokens left) and before every tool call
+input tokens left and, with `max_cost_usd`, its input must cost less than the dollars left at
+the model's price; the answer is capped at the output tokens left and at the output tokens the
+dollars left still buy) and before every tool call
 (`check_before_tool_call`: a call past `max_tool_calls` is refused, not run, and the model is told
 to answer with what it knows). A refused request ends the run with stop reason
 `budget_exhausted` and what is known as its answer; so does a second refused tool call in a row,
@@ -21,8 +23,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from sleuth.errors import SleuthError
+from sleuth.errors import InvalidSettingError, SleuthError
 from sleuth.models.base import Message, Usage
+from sleuth.pricing import ModelPrice
+from sleuth.review import DENIED
 from sleuth.state import LoopState
 from sleuth.termination import Condition
 from sleuth.text import preview
@@ -50,19 +54,33 @@ class UsageLimits(BaseModel):
     """Model input tokens over every request, including tokens charged by tools."""
     max_output_tokens: int | None = None
     """Model output tokens over every request, including tokens charged by tools."""
+    max_cost_usd: float | None = None
+    """USD over every request at each model's price (`sleuth.pricing`), including what tools
+    charge. A model with no known price cannot run under this limit."""
 
-    def check_before_request(self, usage: Usage, messages: Sequence[Message]) -> int | None:
+    def check_before_request(
+        self, usage: Usage, messages: Sequence[Message], price: ModelPrice | None = None
+    ) -> int | None:
         """Raise `UsageLimitExceeded` when a request of `messages`, after `usage` so far, would
-        not fit; else return the output tokens its answer may use (None: no limit)."""
+        not fit; else return the output tokens its answer may use (None: no limit). `price` is
+        the model's price, needed when `max_cost_usd` is set."""
+        estimate = estimate_tokens(messages)
         if self.max_input_tokens is not None:
             left = self.max_input_tokens - usage.input_tokens
-            estimate = estimate_tokens(messages)
             if left <= 0 or estimate > left:
                 raise UsageLimitExceeded(
                     f"the next model request (about {estimate} input tokens) does not fit in the "
                     f"{max(left, 0)} input tokens left of max_input_tokens={self.max_input_tokens}; "
                     "raise the limit or give the run less to read"
                 )
+        caps = [
+            self._output_tokens_left(usage),
+            self._output_tokens_affordable(usage, estimate, price),
+        ]
+        known = [cap for cap in caps if cap is not None]
+        return min(known) if known else None
+
+    def _output_tokens_left(self, usage: Usage) -> int | None:
         if self.max_output_tokens is None:
             return None
         left = self.max_output_tokens - usage.output_tokens
@@ -73,6 +91,33 @@ class UsageLimits(BaseModel):
             )
         return left
 
+    def _output_tokens_affordable(
+        self, usage: Usage, estimate: int, price: ModelPrice | None
+    ) -> int | None:
+        """The output tokens the dollars left buy after the request's input (None: no limit)."""
+        if self.max_cost_usd is None:
+            return None
+        if price is None:
+            raise InvalidSettingError(
+                "max_cost_usd is set but the model's price is unknown; give the model a price "
+                "(sleuth.pricing) to run it under a cost limit"
+            )
+        left = self.max_cost_usd - usage.cost_usd
+        input_cost = price.input_cost(estimate)
+        if left <= 0 or input_cost >= left:
+            raise UsageLimitExceeded(
+                f"the next model request (about ${input_cost:.4f} of input) does not fit in the "
+                f"${max(left, 0):.4f} left of max_cost_usd={self.max_cost_usd}; raise the limit "
+                "to let the run go on"
+            )
+        affordable = price.output_tokens_for(left - input_cost)
+        if affordable is not None and affordable < 1:
+            raise UsageLimitExceeded(
+                f"the ${left - input_cost:.6f} left of max_cost_usd={self.max_cost_usd} buys no "
+                "output token; raise the limit to let the run go on"
+            )
+        return affordable
+
     def check_before_tool_call(self, tool_calls_made: int) -> None:
         """Raise `UsageLimitExceeded` when one more tool call would pass `max_tool_calls`."""
         if self.max_tool_calls is not None and tool_calls_made >= self.max_tool_calls:
@@ -82,7 +127,8 @@ class UsageLimits(BaseModel):
 
 
 class LimitsReached(Condition):
-    """Stops a run once a token limit is used up, or when the model insists on refused tools.
+    """Stops a run once a token or cost limit is used up, or when the model insists on refused
+    tools.
 
     One refused tool call tells the model to answer; a refused call in the latest turn after an
     earlier one means it will not, so the run stops there.
@@ -96,6 +142,8 @@ class LimitsReached(Condition):
         if limits.max_input_tokens is not None and usage.input_tokens >= limits.max_input_tokens:
             return True, BUDGET_EXHAUSTED
         if limits.max_output_tokens is not None and usage.output_tokens >= limits.max_output_tokens:
+            return True, BUDGET_EXHAUSTED
+        if limits.max_cost_usd is not None and usage.cost_usd >= limits.max_cost_usd:
             return True, BUDGET_EXHAUSTED
         refused = [e for e in state.evidence if e.error == BUDGET_EXHAUSTED]
         refused_last_turn = any(e.iteration == state.iterations for e in refused)
@@ -136,8 +184,11 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
 
 
 def tool_calls_made(state: LoopState) -> int:
-    """The tool calls of a run that count against `max_tool_calls`: those that ran."""
-    return sum(1 for e in state.evidence if e.error not in (BUDGET_EXHAUSTED, "unknown_tool"))
+    """The tool calls of a run that count against `max_tool_calls`: those that ran (not those
+    refused by the limits, unknown, or denied by a reviewer)."""
+    return sum(
+        1 for e in state.evidence if e.error not in (BUDGET_EXHAUSTED, "unknown_tool", DENIED)
+    )
 
 
 def what_is_known(state: LoopState) -> str:

@@ -16,7 +16,14 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import PositiveFloat, PositiveInt, SecretStr, ValidationError, field_validator
+from pydantic import (
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sleuth.errors import InvalidSettingError
@@ -27,6 +34,7 @@ DEFAULT_HOME = "~/.sleuth"
 DEFAULT_TASK_QUEUE = "sleuth"
 DEFAULT_EMBEDDED_ADDRESS = "localhost:7233"
 DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
+DEFAULT_METRICS_HOST = "127.0.0.1"
 
 LogFormat = Literal["console", "json"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -88,6 +96,12 @@ class SleuthSettings(BaseSettings):
     """Threads for synchronous activities."""
     graceful_shutdown_seconds: PositiveFloat = 30.0
     """On SIGTERM or Ctrl-C a worker stops polling and gives running activities this long to finish."""
+    prices: Path | None = None
+    """A TOML or JSON file of model prices (USD per million tokens) over the built-in ones (default `$SLEUTH_HOME/prices.toml` if it exists)."""
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """`sleuth worker` serves Prometheus metrics on this port (the Temporal SDK's and Sleuth's); unset, none."""
+    metrics_host: str = DEFAULT_METRICS_HOST
+    """The interface the metrics endpoint listens on; `0.0.0.0` in a container."""
 
     @field_validator("log_format", "log_level", "temporal_log_level", mode="before")
     @classmethod
@@ -165,12 +179,16 @@ def expected_form(field: str) -> str:
     """What a variable takes, in words: `a whole number greater than 0`, `one of: console, json`."""
     info = SleuthSettings.model_fields[field]
     annotation = _without_none(info.annotation)
-    bound = next((m.gt for m in info.metadata if hasattr(m, "gt")), None)
+    metadata = list(info.metadata)
     if typing.get_origin(annotation) is Annotated:
-        inner, *extras = typing.get_args(annotation)
-        annotation = inner
-        bound = next((m.gt for m in extras if hasattr(m, "gt")), bound)
+        annotation, *extras = typing.get_args(annotation)
+        metadata += extras
+    bound = next((m.gt for m in metadata if hasattr(m, "gt")), None)
+    lowest = next((m.ge for m in metadata if hasattr(m, "ge")), None)
+    highest = next((m.le for m in metadata if hasattr(m, "le")), None)
     above = f" greater than {bound}" if bound is not None else ""
+    if lowest is not None and highest is not None:
+        above = f" from {lowest} to {highest}"
     if typing.get_origin(annotation) is Literal:
         return "one of: " + ", ".join(str(choice) for choice in typing.get_args(annotation))
     if annotation is int:

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from sleuth.models.base import Message, Usage
+from sleuth.review import ReviewRecord
 
 
 class EvidenceItem(BaseModel):
@@ -51,6 +52,8 @@ class LoopState(BaseModel):
     """How often a poorly grounded answer was already sent back for more research."""
     layers: dict[str, Any] = Field(default_factory=dict)
     """State of capability layers (files, todos, ...) so a checkpoint carries it across restarts."""
+    approvals: dict[str, ReviewRecord] = Field(default_factory=dict)
+    """Decisions on tool calls that needed approval, by call id (see `sleuth.review`)."""
 
     def successful_calls(self, tool_name: str) -> list[EvidenceItem]:
         return [e for e in self.evidence if e.tool == tool_name and e.success]

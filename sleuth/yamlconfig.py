@@ -38,6 +38,10 @@ from sleuth.budget import Budget, budgeted_agent
 from sleuth.decompose import DeepDecomposer, effective_max_depth
 from sleuth.errors import SleuthError
 from sleuth.models import PROVIDERS, resolve
+from sleuth.models.base import Model
+from sleuth.pricing import model_key, price_of
+from sleuth.review import ApprovalPolicy, ReviewCallback
+from sleuth.settings import load_settings
 from sleuth.yamltools import ToolEntry, YamlToolError, resolve_tool
 
 APP_PROVIDER = "app"
@@ -79,7 +83,7 @@ class AgentSpec(BaseModel):
     memory: MemorySettings | bool | None = None
     """`true` or settings: the agent id's memory persists across runs in the artifact store."""
     governance: Governance | None = None
-    """A tool allow-list and a token cap per run."""
+    """A tool allow-list, and token and USD caps per run."""
     approval_tools: list[str] = Field(default_factory=list)
     """Tools whose every call waits for a person's approval."""
     approval_timeout_seconds: float = Field(default=3600.0, gt=0, le=30 * 24 * 3600.0)
@@ -204,9 +208,15 @@ def _allowed_fields(loc: tuple[Any, ...]) -> str:
 
 
 def build_agent_factory(
-    spec: AgentSpec, app: App, located: _Located | None = None, position: int = 0
+    spec: AgentSpec,
+    app: App,
+    located: _Located | None = None,
+    position: int = 0,
+    *,
+    approval_callback: ReviewCallback | None = None,
 ) -> Callable[[], Any]:
-    """Check the spec's names against `app` and return a factory making a fresh agent per run."""
+    """Check the spec's names against `app` and return a factory making a fresh agent per run.
+    `approval_callback` answers the `approval_tools` calls of in-process runs."""
     errors: list[str] = []
 
     def at(message: str, *path: str | int) -> str:
@@ -238,11 +248,23 @@ def build_agent_factory(
         "guardrails": spec.guardrails,
         "governance": spec.governance,
     }
-    if spec.approval_tools:
-        try:
-            options["approval"] = approval_policy(spec)
-        except YamlConfigError as exc:
-            errors.append(at(str(exc), "approval_tools"))
+    options["approval"] = approval_policy(spec, approval_callback)
+    unpriced = _unpriced(spec, app)
+    if unpriced is not None:
+        field = (
+            ("governance", "max_cost_usd_per_run")
+            if spec.governance is not None and spec.governance.max_cost_usd_per_run is not None
+            else ("budget", "max_cost_usd")
+        )
+        errors.append(
+            at(
+                f"agent {spec.id!r}: {'.'.join(field)} needs the price of model {unpriced!r}, "
+                f"which no price table has: add it to a price file ($SLEUTH_PRICES, "
+                f'e.g. ["{unpriced}"] input_per_million = … output_per_million = …) or call '
+                "sleuth.set_prices(...)",
+                *field,
+            )
+        )
     model_factory: Callable[[], Any] = lambda: resolve(None)  # noqa: E731
     if spec.model is not None:
         provider, name = spec.model.provider, spec.model.model
@@ -307,28 +329,53 @@ def build_agent_factory(
     )
 
 
-def approval_policy(spec: AgentSpec) -> Any:
-    """The `ApprovalPolicy` of the agent's `approval_*` fields (from `sleuth.review`, the
-    human-review mechanism)."""
-    try:
-        from sleuth.review import ApprovalPolicy  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise YamlConfigError(
-            f"agent {spec.id!r}: approval_tools needs Sleuth's human-review mechanism "
-            "(sleuth.review), which this installation does not have; remove approval_* or "
-            "upgrade Sleuth"
-        ) from None
+def approval_policy(
+    spec: AgentSpec, callback: ReviewCallback | None = None
+) -> ApprovalPolicy | None:
+    """The `ApprovalPolicy` of the agent's `approval_*` fields (None without `approval_tools`).
+
+    Durably (`AgentWorkflow`) a named tool call waits for the run's `review` Update
+    (`sleuth review RUN_ID`); in-process `callback` answers it."""
+    if not spec.approval_tools:
+        return None
     return ApprovalPolicy(
         tools=spec.approval_tools,
         timeout_seconds=spec.approval_timeout_seconds,
         on_timeout=spec.approval_on_timeout,
+        callback=callback,
     )
 
 
-def load_agents_into(app: App, path: str | Path) -> list[str]:
+def _unpriced(spec: AgentSpec, app: App) -> str | None:
+    """The model key of the spec's model when a USD cap needs its price and no table has one."""
+    governance, budget = spec.governance, spec.budget
+    capped = (governance is not None and governance.max_cost_usd_per_run is not None) or (
+        budget is not None and budget.max_cost_usd is not None
+    )
+    if not capped:
+        return None
+    model: Model | str
+    if spec.model is None:
+        model = load_settings().model
+    elif spec.model.provider == APP_PROVIDER:
+        if spec.model.model not in app.model_names:
+            return None  # reported as an unknown app model
+        model = app.get_model(spec.model.model)
+    else:
+        model = f"{spec.model.provider}:{spec.model.model}"
+    if price_of(model) is not None:
+        return None
+    return model if isinstance(model, str) else model_key(model)
+
+
+def load_agents_into(
+    app: App, path: str | Path, *, approval_callback: ReviewCallback | None = None
+) -> list[str]:
     """Register every agent of the YAML file at `path` in `app`; returns their ids.
 
-    Nothing is registered unless the whole file is valid.
+    Nothing is registered unless the whole file is valid. A tool call an agent's `approval_tools`
+    names waits for a person: durably for the run's `review` Update (`sleuth review RUN_ID`),
+    in-process for `approval_callback` (`async def approve(pending) -> ReviewDecision`).
     """
     path = Path(path)
     try:
@@ -347,7 +394,9 @@ def load_agents_into(app: App, path: str | Path) -> list[str]:
             )
             continue
         try:
-            factories[spec.id] = build_agent_factory(spec, app, located, position)
+            factories[spec.id] = build_agent_factory(
+                spec, app, located, position, approval_callback=approval_callback
+            )
         except YamlConfigError as exc:
             errors.append(str(exc))
     if errors:

@@ -163,6 +163,8 @@ async def test_a_run_carried_over_continue_as_new_resumes_where_it_was(
     assert outcome.structured_output["summary"].startswith("CRM market grew 12%")
     assert [r["tool"] for r in read_record(record)] == ["lookup", "deep_dive", "submit"]
     activities = [name for name, _ in await scheduled_activities(handle)]
+    assert activities[0] == "sleuth.search_attributes"
+    activities = activities[1:]
     assert activities[0] == "agent.subagent" and "agent.tool" in activities
     assert progress.steps_run == 7 + len(activities)
 

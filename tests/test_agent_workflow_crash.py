@@ -74,7 +74,12 @@ async def test_killing_the_worker_inside_a_subagent_redoes_only_the_subagent(
             scheduled[event.activity_task_scheduled_event_attributes.activity_type.name] += 1
         if event.HasField("activity_task_started_event_attributes"):
             subagent_attempts.append(event.activity_task_started_event_attributes.attempt)
-    assert scheduled == {"agent.model_turn": 6, "agent.tool": 6, "agent.subagent": 1}
+    assert scheduled == {
+        "sleuth.search_attributes": 1,
+        "agent.model_turn": 6,
+        "agent.tool": 6,
+        "agent.subagent": 1,
+    }
     assert max(subagent_attempts) == 2
 
     # Files and todos written before the crash were still there after it.

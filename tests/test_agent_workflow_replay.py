@@ -25,3 +25,20 @@ async def test_replays_committed_history() -> None:
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(WorkflowHistory.from_json("agent-replay-fixture", raw))
     assert result.replay_failure is None
+
+
+APPROVAL_HISTORY = Path(__file__).parent / "histories" / "agent_approval.json"
+
+
+async def test_replays_a_run_whose_tool_calls_waited_for_approval() -> None:
+    """Two calls of an approval-gated tool, one approved and one denied, with search attributes
+    (tests/histories/make_agent_approval_history.py)."""
+    raw = APPROVAL_HISTORY.read_text()
+    kinds = [event["eventType"] for event in json.loads(raw)["events"]]
+    assert kinds.count("EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED") == 2
+    assert "EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" in kinds
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(
+        WorkflowHistory.from_json("agent-approval-replay-fixture", raw)
+    )
+    assert result.replay_failure is None

@@ -15,6 +15,8 @@ from temporalio import client as temporal_client
 from temporalio import worker as temporal_worker
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -24,8 +26,10 @@ from sleuth import App, create_research_workflow
 from sleuth.errors import SleuthError
 from sleuth.models.scripted import ScriptedModel
 from tests.apps.ping_app import PingWorkflow
+from workers.client import connect
 from workers.codec import new_key
 from workers.plugin import SleuthPlugin, SleuthPluginError
+from workers.telemetry import has_tracing
 from workflows import ALL_WORKFLOWS
 from workflows.research import ResearchWorkflow
 
@@ -171,7 +175,43 @@ async def test_interceptors_given_to_the_plugin_wrap_the_client_and_its_workers(
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert counting.started == ["ResearchWorkflow"]
-    assert scheduled[0] == "research.execute" and counting.activities == scheduled
+    assert scheduled[:2] == ["sleuth.search_attributes", "research.execute"]
+    assert counting.activities == scheduled
+
+
+async def test_the_plugin_traces_a_client_and_its_workers_once(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    traced = await Client.connect(address(dev_env), plugins=[SleuthPlugin(research_app())])
+    [tracing] = [
+        i
+        for i in traced.config(active_config=True)["interceptors"]
+        if isinstance(i, TracingInterceptor)
+    ]
+    worker = Worker(traced, task_queue="never-polled")
+    # The worker inherits the client's tracing; a second interceptor would trace every call twice.
+    assert not has_tracing(worker.config(active_config=True)["interceptors"])
+
+    # A client that does not trace (connected without the plugin) gets tracing on its workers.
+    plain = await Client.connect(address(dev_env), data_converter=pydantic_data_converter)
+    assert not has_tracing(plain.config(active_config=True)["interceptors"])
+    worker = Worker(plain, task_queue="never-polled", plugins=[SleuthPlugin(research_app())])
+    assert has_tracing(worker.config(active_config=True)["interceptors"])
+
+    untraced = Worker(
+        plain, task_queue="never-polled-untraced", plugins=[SleuthPlugin(App(), tracing=False)]
+    )
+    assert not has_tracing(untraced.config(active_config=True)["interceptors"])
+
+    # Sleuth's own `connect` traces, and its plugin adds no second interceptor.
+    ours = await connect(address(dev_env), plugins=[SleuthPlugin(research_app())])
+    assert (
+        sum(
+            isinstance(i, TracingInterceptor)
+            for i in ours.config(active_config=True)["interceptors"]
+        )
+        == 1
+    )
 
 
 async def test_with_a_key_the_plugin_encrypts_and_a_worker_on_a_clear_client_is_refused(

@@ -3,21 +3,38 @@ governance and approval_*, each with the behaviour a user would expect."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 
+from activities.agent_models import AgentOutcome, AgentRequest
 from sleuth import App
-from sleuth.agent import Agent
+from sleuth.agent import Agent, AgentResult
 from sleuth.agent.policies import GuardrailViolation
 from sleuth.builtin_tools import FetchRefused, WebFetchOptions, fetch_text
 from sleuth.events import Event, get_event_bus, run_context
+from sleuth.models.base import ModelResponse
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
+from sleuth.pricing import ModelPrice, set_prices
+from sleuth.review import (
+    DENIED,
+    ApprovalPolicy,
+    PendingReview,
+    ReviewCallback,
+    ReviewDecision,
+)
 from sleuth.tools import tool
 from sleuth.yamlconfig import YamlConfigError, load_agents_into
+from workers.worker import build_worker
+from workflows.agent import AgentWorkflow
 
 failures_left = {"flaky": 0}
 
@@ -75,13 +92,18 @@ def page_server() -> Iterator[str]:
         server.server_close()
 
 
-def load(tmp_path: Path, yaml_text: str, model: ScriptedModel) -> App:
+def load(
+    tmp_path: Path,
+    yaml_text: str,
+    model: ScriptedModel,
+    approval_callback: ReviewCallback | None = None,
+) -> App:
     app = App()
     app.model("scripted", model)
     app.tool(flaky)
     path = tmp_path / "agents.yaml"
     path.write_text(yaml_text)
-    load_agents_into(app, path)
+    load_agents_into(app, path, approval_callback=approval_callback)
     return app
 
 
@@ -372,6 +394,160 @@ agents:
     assert result.usage.total_tokens == 700
 
 
+CAPPED = """\
+agents:
+  - id: a
+    model: {provider: app, model: scripted}
+    tools: [flaky]
+    governance: {max_cost_usd_per_run: 0.005}
+"""
+FULL_ANSWER_TOKENS = 200
+
+
+def research_forever(call: ModelCall) -> ModelResponse:
+    """A model that asks for one more lookup every turn, reporting the input tokens the request
+    weighs and using the output tokens it is allowed (up to a full answer)."""
+    weight = sum(len(m.content) for m in call.messages) // 4
+    output = min(FULL_ANSWER_TOKENS, call.max_output_tokens or FULL_ANSWER_TOKENS)
+    looked_up = sum(1 for m in call.messages if m.role == "tool")
+    return tool_call("flaky", query=f"q{looked_up}", input_tokens=weight, output_tokens=output)
+
+
+@pytest.fixture
+def priced_scripted() -> Iterator[ModelPrice]:
+    """The scripted model at $1 per million input tokens and $10 per million output tokens."""
+    price = ModelPrice(input_per_million=1, output_per_million=10)
+    set_prices({"scripted": price})
+    yield price
+    set_prices(None)
+
+
+async def test_governance_caps_the_dollars_of_a_run(
+    tmp_path: Path, priced_scripted: ModelPrice
+) -> None:
+    failures_left["flaky"] = 0
+    model = ScriptedModel(responder=research_forever)
+    app = load(tmp_path, CAPPED, model)
+    events, result = await collect(app.new_agent("a"), "go")
+    assert isinstance(result, AgentResult)
+    assert result.stop_reason == "spend_cap"
+    assert 0 < result.usage.cost_usd <= 0.005
+    assert result.usage.cost_usd == pytest.approx(priced_scripted.cost(result.usage))
+    # Answers are capped at what the dollars left buy: the last one could not be a full answer.
+    caps = [call.max_output_tokens for call in model.calls]
+    assert caps[0] is not None and caps[0] >= FULL_ANSWER_TOKENS
+    assert caps[-1] is not None and caps[-1] < FULL_ANSWER_TOKENS
+    assert {"agent": "a", "rule": "max_cost_usd_per_run", "limit": 0.005} in [
+        e.data for e in events if e.event_type == "agent.governance"
+    ]
+
+
+async def test_governance_caps_the_dollars_of_a_durable_run(
+    tmp_path: Path, priced_scripted: ModelPrice, time_env: WorkflowEnvironment
+) -> None:
+    failures_left["flaky"] = 0
+    app = load(tmp_path, CAPPED, ScriptedModel(responder=research_forever))
+    task_queue = str(uuid.uuid4())
+    async with build_worker(time_env.client, app, task_queue=task_queue):
+        outcome: AgentOutcome = await time_env.client.execute_workflow(
+            AgentWorkflow.run,
+            AgentRequest(agent="a", prompt="go"),
+            id=f"capped-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+    assert outcome.stop_reason == "spend_cap"
+    assert 0 < outcome.usage.cost_usd <= 0.005
+
+
+class UnpricedModel(ScriptedModel):
+    provider = "custom"
+
+
+def test_a_dollar_cap_needs_the_models_price(tmp_path: Path) -> None:
+    with pytest.raises(
+        YamlConfigError,
+        match=r"agents.yaml:5: agent 'a': governance.max_cost_usd_per_run needs the price of model "
+        r"'custom:mystery'.*\$SLEUTH_PRICES",
+    ):
+        load(tmp_path, CAPPED, UnpricedModel([], name="mystery"))
+    with pytest.raises(YamlConfigError, match="max_cost_usd_per_run.*greater than 0"):
+        load(tmp_path, CAPPED.replace("0.005", "0"), ScriptedModel([]))
+
+
+def two_lookups(call: ModelCall) -> ModelResponse:
+    looked_up = sum(1 for m in call.messages if m.role == "tool")
+    if looked_up < 2:
+        return tool_call("flaky", query=f"q{looked_up}")
+    return text("done")
+
+
+APPROVED = """\
+agents:
+  - id: a
+    model: {provider: app, model: scripted}
+    tools: [flaky]
+    approval_tools: [flaky]
+"""
+
+
+async def test_a_named_tool_call_waits_for_approval_in_process(tmp_path: Path) -> None:
+    failures_left["flaky"] = 0
+    asked: list[PendingReview] = []
+
+    async def approve_the_first(pending: PendingReview) -> ReviewDecision:
+        asked.append(pending)
+        verdict = "approve" if len(asked) == 1 else "reject"
+        return ReviewDecision(review_id=pending.review_id, decision=verdict, remark="not twice")
+
+    app = load(tmp_path, APPROVED, ScriptedModel(responder=two_lookups), approve_the_first)
+    result = await app.new_agent("a").arun("go")
+    assert [(p.kind, p.details["tool"], p.details["arguments"]) for p in asked] == [
+        ("tool", "flaky", {"query": "q0"}),
+        ("tool", "flaky", {"query": "q1"}),
+    ]
+    assert [(e.output, e.error) for e in result.evidence][0] == ("q0: 42", None)
+    assert result.evidence[1].error == DENIED and "not twice" in result.evidence[1].output
+    assert result.message == "done"
+
+
+async def test_a_named_tool_call_waits_for_approval_durably(
+    tmp_path: Path, time_env: WorkflowEnvironment
+) -> None:
+    failures_left["flaky"] = 0
+    app = load(tmp_path, APPROVED, ScriptedModel(responder=two_lookups))
+    task_queue = str(uuid.uuid4())
+    async with build_worker(time_env.client, app, task_queue=task_queue):
+        handle = await time_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRequest(agent="a", prompt="go"),
+            id=f"approved-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+        for verdict, query in (("approve", "q0"), ("reject", "q1")):
+            pending = await pending_tool_call(handle, answered=0 if verdict == "approve" else 1)
+            assert (pending.kind, pending.details["arguments"]) == ("tool", {"query": query})
+            await handle.execute_update(
+                "review",
+                ReviewDecision(review_id=pending.review_id, decision=verdict),
+                result_type=PendingReview,
+            )
+        outcome: AgentOutcome = await handle.result()
+        progress = await handle.query(AgentWorkflow.progress)
+    assert outcome.message == "done"
+    assert [r.decision for r in progress.approvals] == ["approve", "reject"]
+
+
+async def pending_tool_call(handle: WorkflowHandle[Any, Any], answered: int) -> PendingReview:
+    """The tool call the run waits on once `answered` earlier ones are decided (polls the query:
+    observable state, no sleep-and-hope)."""
+    while True:
+        progress = await handle.query(AgentWorkflow.progress)
+        pending = await handle.query("pending_review", result_type=PendingReview | None)  # type: ignore[arg-type]
+        if pending is not None and len(progress.approvals) == answered:
+            return pending  # type: ignore[no-any-return]
+        await asyncio.sleep(0.05)
+
+
 def test_governance_and_approval_must_name_the_agents_tools(tmp_path: Path) -> None:
     with pytest.raises(
         YamlConfigError, match="governance names nope, which are not among its tools: flaky"
@@ -395,7 +571,6 @@ def test_approval_fields_are_validated(tmp_path: Path) -> None:
 
 
 def test_approval_builds_the_review_policy(tmp_path: Path) -> None:
-    review = pytest.importorskip("sleuth.review", reason="the human-review mechanism is not merged")
     app = load(
         tmp_path,
         "agents:\n  - id: a\n    model: {provider: app, model: scripted}\n    tools: [flaky]\n"
@@ -404,26 +579,7 @@ def test_approval_builds_the_review_policy(tmp_path: Path) -> None:
         ScriptedModel([]),
     )
     agent = app.new_agent("a")
-    assert agent.approval == review.ApprovalPolicy(
-        tools=["flaky"], timeout_seconds=60, on_timeout="fail"
-    )
-
-
-def test_without_the_review_mechanism_approval_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import sys
-
-    monkeypatch.setitem(sys.modules, "sleuth.review", None)
-    with pytest.raises(
-        YamlConfigError, match="approval_tools needs Sleuth's human-review mechanism"
-    ):
-        load(
-            tmp_path,
-            "agents:\n  - id: a\n    model: {provider: app, model: scripted}\n    tools: [flaky]\n"
-            "    approval_tools: [flaky]\n",
-            ScriptedModel([]),
-        )
+    assert agent.approval == ApprovalPolicy(tools=["flaky"], timeout_seconds=60, on_timeout="fail")
 
 
 async def test_react_fields_apply_to_every_inner_loop_of_a_deep_agent(tmp_path: Path) -> None:

@@ -28,3 +28,60 @@ async def test_replays_committed_history() -> None:
         WorkflowHistory.from_json("research-replay-fixture", raw)
     )
     assert result.replay_failure is None
+
+
+REVIEW_HISTORY = Path(__file__).parent / "histories" / "research_review.json"
+
+
+async def test_replays_a_reviewed_run_with_search_attributes() -> None:
+    """A run that paused four times (a plan and a summary, each revised then approved), with the
+    search-attribute lookup and its upserts (tests/histories/make_research_review_history.py)."""
+    raw = REVIEW_HISTORY.read_text()
+    kinds = [event["eventType"] for event in json.loads(raw)["events"]]
+    assert kinds.count("EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED") == 4
+    assert "EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" in kinds
+    assert kinds.count("EVENT_TYPE_MARKER_RECORDED") == 2  # the patch and the local activity
+    replayer = Replayer(workflows=[ResearchWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(
+        WorkflowHistory.from_json("research-review-replay-fixture", raw)
+    )
+    assert result.replay_failure is None
+
+
+FOLLOWED_HISTORY = Path(__file__).parent / "histories" / "research_followed.json"
+
+
+async def test_replays_a_followed_reviewed_run() -> None:
+    """A run whose live-event follower polled from the start, so a poll Update was accepted while
+    the search-attribute lookup (an activity) was in flight, then a summary review was approved
+    (tests/histories/make_research_followed_history.py). With the lookup as a local activity,
+    such a history could fail to replay: the lookup's result and the Update reached the workflow
+    in another order on replay."""
+    raw = FOLLOWED_HISTORY.read_text()
+    events = json.loads(raw)["events"]
+    scheduled = [
+        event["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        for event in events
+        if "activityTaskScheduledEventAttributes" in event
+    ]
+    assert scheduled[:2] == ["sleuth.search_attributes", "research.execute"]
+    updates = [
+        event["workflowExecutionUpdateAcceptedEventAttributes"]["acceptedRequest"]["input"]["name"]
+        for event in events
+        if "workflowExecutionUpdateAcceptedEventAttributes" in event
+    ]
+    assert "review" in updates and "__temporal_workflow_stream_poll" in updates
+    first_update = next(
+        i
+        for i, event in enumerate(events)
+        if "workflowExecutionUpdateAcceptedEventAttributes" in event
+    )
+    lookup_done = next(
+        i for i, event in enumerate(events) if "activityTaskCompletedEventAttributes" in event
+    )
+    assert first_update < lookup_done, "the fixture must hold an Update accepted during the lookup"
+    replayer = Replayer(workflows=[ResearchWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(
+        WorkflowHistory.from_json("research-followed-replay-fixture", raw)
+    )
+    assert result.replay_failure is None

@@ -85,7 +85,8 @@ async def test_grounded_at_once(time_env: WorkflowEnvironment) -> None:
     assert [e["tool"] for e in state["evidence"]] == ["lookup"]
     assert state["claims"][0]["evidence"] == [1]
     summaries = activity_summaries(events)
-    assert len(summaries) == 5 and all(s.startswith("market: ") for s in summaries)
+    # The search-attribute lookup, four nodes and the report.
+    assert len(summaries) == 6 and all(s.startswith("market: ") for s in summaries)
     assert summaries[-1] == "market: report (grounded)"
     assert progress.status == "done" and progress.node == "grounding_eval"
     assert progress.nodes_run == state["nodes"] and progress.score_history == [1.0]
@@ -227,7 +228,8 @@ async def test_the_workflow_alone_decides_the_end(time_env: WorkflowEnvironment)
     )
     # The nodes hand back a state reference and the digest, nothing more: no node carries a
     # report, and none decides the run is over.
-    node_results = completed_results(events)[:-1]
+    # The first result is the search-attribute lookup's, the last the report's.
+    node_results = completed_results(events)[1:-1]
     assert len(node_results) == len(outcome.final_state.nodes) == 11
     for result in node_results:
         assert set(result) == {"state_ref", "digest"}
@@ -256,8 +258,8 @@ async def test_finish_records_the_reason_it_is_given_and_never_routes() -> None:
     assert stored.end_reason == "max_replans"
 
 
-def test_the_node_config_has_one_field_per_node_and_the_finish_step() -> None:
-    assert list(ResearchNodeConfig.model_fields) == [*NODES, "finish"]
+def test_the_node_config_has_one_field_per_node_the_finish_step_and_the_review_subject() -> None:
+    assert list(ResearchNodeConfig.model_fields) == [*NODES, "finish", "review_subject"]
     config = ResearchNodeConfig.with_overrides({"grounding_eval": {"start_to_close_seconds": 7}})
     assert config.for_node(Node.GROUNDING_EVAL).start_to_close_seconds == 7
 
@@ -327,7 +329,7 @@ async def test_a_run_past_its_history_budget_continues_as_new(
     carried = json.loads(
         last.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
     )["resume"]
-    assert set(carried) == {"state_ref", "digest", "progress", "stream"}
+    assert set(carried) == {"state_ref", "digest", "progress", "review_remark", "stream"}
     # The event stream's latest events go along, so a follower keeps its offset.
     assert carried["stream"]["log"][0]["topic"] == "events"
     # Every run stayed near its budget, and the graph went on where the last run stopped.

@@ -1,5 +1,6 @@
 """`sleuth serve` as a real server process, driven by a real HTTP client: start a run, stream its
-events as server-sent events while it runs, read its status and result, and errors."""
+events as server-sent events while it runs, read its status and result, answer its review, and
+errors."""
 
 from __future__ import annotations
 
@@ -163,3 +164,93 @@ async def test_bad_requests_get_clear_answers(served: str, tmp_path: Path) -> No
             },
         )
         assert again.status_code == 409 and "pick another id" in again.text
+
+
+async def wait_for_review(client: httpx.AsyncClient, run_id: str) -> dict:
+    """The review the run waits for, once it waits for one (polled; generous deadline)."""
+    for _ in range(1200):
+        answer = await client.get(f"/runs/{run_id}/review")
+        # 409 while no workflow task has run yet (the query has no handler to answer it).
+        assert answer.status_code in (200, 409), answer.text
+        if answer.status_code == 200 and answer.json() is not None:
+            return dict(answer.json())
+        await asyncio.sleep(0.1)
+    pytest.fail(f"run {run_id} never waited for a review")
+
+
+async def wait_until_closed(client: httpx.AsyncClient, run_id: str) -> dict:
+    for _ in range(1200):
+        status = (await client.get(f"/runs/{run_id}")).json()
+        if status["status"] != "RUNNING":
+            return dict(status)
+        await asyncio.sleep(0.1)
+    pytest.fail(f"run {run_id} did not end")
+
+
+async def test_a_reviewed_run_is_approved_or_rejected_over_http(
+    served: str, tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()
+    reviewed = {
+        "workflow": "ResearchWorkflow",
+        "input": {"prompt": "Price Acme and Globex", "research": "reviewed-prices"},
+    }
+    async with httpx.AsyncClient(base_url=served, timeout=60) as client:
+        approved = (await client.post("/runs", json=reviewed)).json()
+        pending = await wait_for_review(client, approved["id"])
+        assert pending["kind"] == "summary" and pending["review_id"] == "summary-1"
+        assert "Globex $55 per seat" in json.dumps(pending["details"])
+        # The run is waiting, not finished.
+        assert (await client.get(f"/runs/{approved['id']}")).json()["status"] == "RUNNING"
+
+        # Bad answers are refused with the reason, and the run keeps waiting.
+        wrong = await client.post(
+            f"/runs/{approved['id']}/review", json={"review_id": "plan-9", "decision": "approve"}
+        )
+        assert wrong.status_code == 409 and "summary-1" in wrong.json()["detail"], wrong.text
+        no_remark = await client.post(
+            f"/runs/{approved['id']}/review", json={"review_id": "summary-1", "decision": "revise"}
+        )
+        assert no_remark.status_code == 422 and "needs a remark" in no_remark.text
+
+        answered = await client.post(
+            f"/runs/{approved['id']}/review",
+            json={"review_id": "summary-1", "decision": "approve"},
+        )
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["review_id"] == "summary-1"
+        status = await wait_until_closed(client, approved["id"])
+        assert status["status"] == "COMPLETED", status
+        report = status["result"]["final_state"]
+        assert report["end_reason"] != "rejected"
+        assert [(r["review_id"], r["decision"]) for r in report["reviews"]] == [
+            ("summary-1", "approve")
+        ]
+        assert (await client.get(f"/runs/{approved['id']}/review")).json() is None
+
+        rejected = (await client.post("/runs", json=reviewed)).json()
+        pending = await wait_for_review(client, rejected["id"])
+        answered = await client.post(
+            f"/runs/{rejected['id']}/review",
+            json={"review_id": pending["review_id"], "decision": "reject", "remark": "Off topic."},
+        )
+        assert answered.status_code == 200, answered.text
+        status = await wait_until_closed(client, rejected["id"])
+        assert status["status"] == "COMPLETED", status
+        report = status["result"]["final_state"]
+        assert report["end_reason"] == "rejected"
+        assert report["reviews"][0]["decision"] == "reject"
+        assert report["reviews"][0]["remark"] == "Off topic."
+
+        # A run that takes no reviews says so.
+        plain = (
+            await client.post(
+                "/runs",
+                json={
+                    "workflow": "ResearchWorkflow",
+                    "input": {"prompt": "x", "research": "prices"},
+                },
+            )
+        ).json()
+        await wait_until_closed(client, plain["id"])
+        assert (await client.get(f"/runs/{plain['id']}/review")).json() is None

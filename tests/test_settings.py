@@ -36,6 +36,7 @@ def test_defaults_without_variables(clean_env: pytest.MonkeyPatch, sleuth_home: 
     assert (settings.max_concurrent_activities, settings.max_concurrent_workflow_tasks) == (16, 64)
     assert (settings.activity_threads, settings.graceful_shutdown_seconds) == (16, 30.0)
     assert settings.sinks == {} and settings.sink_dirs == []
+    assert (settings.metrics_host, settings.metrics_port) == ("127.0.0.1", None)
     clean_env.delenv("SLEUTH_HOME")
     assert load_settings().home_dir == Path.home() / ".sleuth"
 
@@ -64,6 +65,9 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
         "SLEUTH_MAX_CONCURRENT_WORKFLOW_TASKS": " 8 ",
         "SLEUTH_ACTIVITY_THREADS": "2",
         "SLEUTH_GRACEFUL_SHUTDOWN_SECONDS": "90.5",
+        "SLEUTH_PRICES": str(tmp_path / "prices.toml"),
+        "SLEUTH_METRICS_PORT": "9464",
+        "SLEUTH_METRICS_HOST": "0.0.0.0",
     }
     assert set(values) == set(ENV_VARIABLES), "this test sets every variable the model has"
     load_settings()  # a cached value must not hide the variables set below
@@ -92,6 +96,8 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
     assert settings.encryption_key_file == tmp_path / "key"
     assert (settings.max_concurrent_activities, settings.max_concurrent_workflow_tasks) == (4, 8)
     assert (settings.activity_threads, settings.graceful_shutdown_seconds) == (2, 90.5)
+    assert (settings.metrics_host, settings.metrics_port) == ("0.0.0.0", 9464)
+    assert settings.prices == tmp_path / "prices.toml"
 
     clean_env.setenv("SLEUTH_TASK_QUEUE", "cpu-pool")
     assert load_settings().task_queue == "cpu-pool"
@@ -111,6 +117,7 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
         ("SLEUTH_LOG_LEVEL", "loud", "expected one of: DEBUG, INFO, WARNING, ERROR, CRITICAL"),
         ("SLEUTH_OPENAI_STRUCTURED_OUTPUT", "grammar", "one of: auto, json_schema"),
         ("SLEUTH_SINKS", "audit", "must look like name=URL"),
+        ("SLEUTH_METRICS_PORT", "99999", "expected a whole number from 1 to 65535"),
     ],
 )
 def test_a_bad_value_names_the_variable_and_the_expected_form(

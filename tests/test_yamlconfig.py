@@ -125,7 +125,7 @@ def test_unknown_fields_name_their_lines_all_at_once(tmp_path: Path) -> None:
     )
     assert lines[1].endswith(
         ":13: unknown field 'budget.max_tool_call'; allowed: "
-        "max_tool_calls, max_input_tokens, max_output_tokens"
+        "max_tool_calls, max_input_tokens, max_output_tokens, max_cost_usd"
     )
     assert len(lines) == 2  # the provider is checked once the fields are valid
 

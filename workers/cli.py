@@ -20,6 +20,7 @@ from sleuth.log import configure_logging
 from sleuth.redact import redact
 from sleuth.settings import load_settings
 from workers.client import DeprecatedVariableWarning
+from workers.telemetry import configure_tracing, shutdown_tracing
 
 COMMAND_MODULES: list[str] = [
     "workers.cli_server",
@@ -33,6 +34,9 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_agent",
     "workers.cli_codec",
     "workers.cli_serve",
+    "workers.cli_setup",
+    "workers.cli_review",
+    "workers.cli_runs",
 ]
 
 
@@ -56,9 +60,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    outcome = func(args)
-    if inspect.isawaitable(outcome):
-        outcome = asyncio.run(outcome)  # type: ignore[arg-type]
+    configure_tracing()
+    try:
+        outcome = func(args)
+        if inspect.isawaitable(outcome):
+            outcome = asyncio.run(outcome)  # type: ignore[arg-type]
+    finally:
+        shutdown_tracing()
     return int(outcome or 0)
 
 

@@ -39,11 +39,26 @@ def describe_event(event: Event) -> str:
             )
         case "agent.guardrail" | "agent.governance":
             line = f"! {event.event_type}: " + json.dumps(data, ensure_ascii=False)
+        case "research.review.awaiting" | "agent.approval.awaiting":
+            what = data.get("subject") or f"call {data.get('tool')}"
+            line = (
+                f"⏸ awaiting review {data.get('review_id')} ({what}): decide with "
+                f"`sleuth review {event.run_id}`"
+            )
+        case "research.review":
+            line = f"✓ review {data.get('review_id')}: {_decided(data)}"
+        case "agent.approval":
+            line = f"✓ call {data.get('tool')}: {_decided(data)}"
         case "agent.terminate":
             line = f"✓ {data.get('agent')} stopped: {data.get('stop_reason')}"
         case _:
             line = f"· {event.event_type} " + json.dumps(data, ensure_ascii=False, default=str)
     return "  " + (line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…")
+
+
+def _decided(data: dict[str, object]) -> str:
+    decision = str(data.get("decision"))
+    return f"{decision} (timed out)" if data.get("timed_out") else decision
 
 
 async def print_events(client: Client, workflow_id: str, out: TextIO) -> None:

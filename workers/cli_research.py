@@ -16,7 +16,9 @@ from temporalio.service import RPCError
 from activities.errors import unwrap_cause
 from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
 from sleuth.config import workflow_link
+from sleuth.pricing import usd
 from sleuth.research import Node
+from sleuth.review import ReviewSettings
 from workers.cli_events import showing_events
 from workers.render import print_report
 from workers.session import add_session_arguments, open_session, workflow_pollers
@@ -67,6 +69,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="regenerations allowed (default: the config's)",
     )
     parser.add_argument(
+        "--max-cost-usd",
+        type=float,
+        metavar="USD",
+        help="the run's cost budget at the models' prices (default: the config's)",
+    )
+    parser.add_argument(
+        "--review",
+        metavar="POINTS",
+        help="pause for a person at these points: plan, summary or plan,summary; answer with "
+        "`sleuth review RUN_ID` (default: the config's review policy)",
+    )
+    parser.add_argument(
         "--no-events", action="store_true", help="do not show the run's events as they happen"
     )
     parser.set_defaults(func=run_research_command)
@@ -79,6 +93,8 @@ async def run_research_command(args: argparse.Namespace) -> int:
         grounding_threshold=args.grounding_threshold,
         max_replans=args.max_replans,
         max_regenerations=args.max_regenerations,
+        max_cost_usd=args.max_cost_usd,
+        review=_review_settings(args.review),
     )
     workflow_id = f"research-{_slug(args.research)}-{uuid.uuid4().hex[:12]}"
     progress_out = sys.stderr if args.json else sys.stdout
@@ -119,7 +135,7 @@ async def run_research_command(args: argparse.Namespace) -> int:
 async def _follow(handle: WorkflowHandle[Any, ResearchOutcome], out: Any) -> ResearchOutcome:
     """Print each node as it completes until the run ends; return its outcome."""
     result = asyncio.ensure_future(handle.result())
-    shown = 0
+    shown, reviews_announced = 0, 0
     while True:
         done, _ = await asyncio.wait({result}, timeout=POLL_SECONDS)
         try:
@@ -128,6 +144,14 @@ async def _follow(handle: WorkflowHandle[Any, ResearchOutcome], out: Any) -> Res
             progress = None  # no workflow task has run yet
         if progress is not None:
             shown = _print_new_nodes(progress, shown, out)
+            waiting = len(progress.reviews) + 1
+            if progress.status == "awaiting review" and reviews_announced < waiting:
+                reviews_announced = waiting
+                print(
+                    f"  … awaiting review: decide with `sleuth review {handle.id}`",
+                    file=out,
+                    flush=True,
+                )
         if done:
             return result.result()
 
@@ -176,11 +200,24 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
         f"Regenerations: {report.regeneration_count}   "
         f"Ended: {report.end_reason}   "
         f"Evidence items: {report.evidence_count}   "
-        f"Tokens: {report.usage.total_tokens}",
+        f"Tokens: {report.usage.total_tokens}   "
+        f"Cost: {usd(report.cost_usd)}",
+        *(
+            f"Review {r.review_id}: {r.decision}" + (f" ({r.remark})" if r.remark else "")
+            for r in report.reviews
+        ),
         f"Workflow: {outcome.workflow_id}",
         f"Web UI: {link}",
     ]
     return "\n".join(lines)
+
+
+def _review_settings(points: str | None) -> ReviewSettings | None:
+    if points is None:
+        return None
+    return ReviewSettings.model_validate(
+        {"points": [point.strip() for point in points.split(",") if point.strip()]}
+    )
 
 
 def _slug(name: str) -> str:

@@ -14,6 +14,7 @@ from sleuth.sinks import open_sink_url, parse_sink_settings
 from workers.embedded import connect_temporal
 from workers.plugin import SleuthPlugin
 from workers.session import add_session_arguments, resolve_task_queue
+from workers.telemetry import metrics_address, metrics_runtime
 from workers.worker import build_worker
 
 
@@ -85,7 +86,7 @@ async def run_worker_command(args: argparse.Namespace) -> int:
     if args.config is not None:
         load_agent_config(app, args.config)
     register_sinks(app, args.sink)
-    client = await connect_temporal(plugins=[SleuthPlugin(app)])
+    client = await connect_temporal(plugins=[SleuthPlugin(app)], runtime=metrics_runtime())
     address = client.service_client.config.target_host
     task_queue = resolve_task_queue(args.task_queue, app)
     worker = build_worker(client, task_queue=task_queue)
@@ -100,6 +101,9 @@ async def run_worker_command(args: argparse.Namespace) -> int:
         flush=True,
     )
     print(f"  {describe_app(app)}", flush=True)
+    metrics = metrics_address()
+    if metrics is not None:
+        print(f"  Prometheus metrics: http://{metrics}/metrics", flush=True)
     run_task = asyncio.create_task(worker.run())
     stop_task = asyncio.create_task(stop_requested.wait())
     await asyncio.wait({run_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)

@@ -25,10 +25,12 @@ from pathlib import Path
 
 from temporalio.client import Client, Plugin
 from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig, DataSource
+from temporalio.runtime import Runtime
 
 from sleuth.config import DEFAULT_TEMPORAL_ADDRESS
 from sleuth.errors import SleuthError
 from workers.codec import data_converter
+from workers.telemetry import client_interceptors
 
 PLAINTEXT_API_KEY_ENV = "TEMPORAL_ALLOW_PLAINTEXT_API_KEY"
 DEPRECATED_VARIABLES = {
@@ -170,14 +172,20 @@ async def connect(
     *,
     namespace: str | None = None,
     plugins: Sequence[Plugin] = (),
+    runtime: Runtime | None = None,
 ) -> Client:
     """Connect to Temporal as configured (`connect_config`), with Sleuth's data converter.
 
     Payloads are pydantic JSON, encrypted when a key is configured (`workers.codec`). Pass
     `plugins=[SleuthPlugin(app)]` to make every `Worker` built on this client serve the App.
+    The client (and every worker built on it) traces through OpenTelemetry
+    (`workers.telemetry`); `runtime` is the Temporal runtime to use (a worker's, serving
+    metrics: `workers.telemetry.metrics_runtime`).
     """
     return await Client.connect(
         **connect_config(address, namespace=namespace),
         data_converter=data_converter(),
         plugins=plugins,
+        interceptors=client_interceptors(),
+        runtime=runtime,
     )

@@ -19,12 +19,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client, Plugin
+from temporalio.runtime import Runtime
 
 from sleuth.config import private_dir, private_file, sleuth_home
 from sleuth.errors import SleuthError
@@ -32,6 +33,7 @@ from sleuth.settings import load_settings
 from workers.binaries import temporal_cli
 from workers.client import connect, connect_config
 from workers.codec import configured_codec
+from workers.search_attributes import dev_server_flags
 
 CONNECT_TIMEOUT_SECONDS = 10.0
 """How long a command waits for a Temporal server that accepts TCP connections to answer."""
@@ -104,6 +106,8 @@ class ServerSettings:
             FAST_DEV_SERVER_CONFIG,
             "--log-level",
             "warn",
+            # Sleuth's search attributes, so runs are findable by grounding score, cost, ….
+            *dev_server_flags(),
         ]
         if self.codec_endpoint:
             command += ["--ui-codec-endpoint", self.codec_endpoint]
@@ -403,7 +407,13 @@ def _display_path(path: str | None) -> str:
     return "~" + path[len(home) :] if path.startswith(home + os.sep) else path
 
 
-async def connect_temporal(address: str | None = None, *, plugins: Sequence[Plugin] = ()) -> Client:
+async def connect_temporal(
+    address: str | None = None,
+    *,
+    namespace: str | None = None,
+    plugins: Sequence[Plugin] = (),
+    runtime: Runtime | None = None,
+) -> Client:
     """A client (`workers.client.connect`) of a Temporal server that answers, starting the
     embedded one first if needed.
 
@@ -411,12 +421,18 @@ async def connect_temporal(address: str | None = None, *, plugins: Sequence[Plug
     localhost:7233). When a server answers there, this opens one connection to it. When nothing
     listens there and it is the embedded address, the dev server is started in the background and
     one line says so on stderr. Any other address that does not answer raises
-    `EmbeddedServerError`.
+    `EmbeddedServerError`. `runtime` is the Temporal runtime the client uses (a worker's that
+    serves metrics: `workers.telemetry.metrics_runtime`); `namespace` replaces the configured
+    namespace.
     """
     address = connect_config(address)["target_host"]
+
+    def open_client() -> Awaitable[Client]:
+        return connect(address, namespace=namespace, plugins=plugins, runtime=runtime)
+
     if not _same_address(address, embedded_address()):
         try:
-            return await _connect_in_time(address, plugins)
+            return await _connect_in_time(address, open_client)
         except EmbeddedServerError as exc:
             raise EmbeddedServerError(
                 f"{exc}. Check that the server is running and that TEMPORAL_ADDRESS (or your "
@@ -426,12 +442,12 @@ async def connect_temporal(address: str | None = None, *, plugins: Sequence[Plug
     host, port = split_address(address)
     if port_open(host, port):
         with contextlib.suppress(EmbeddedServerError):
-            return await _connect_in_time(address, plugins)
+            return await _connect_in_time(address, open_client)
     with lock_data_directory():
         # Another command may have started it while this one waited for the lock.
         if port_open(host, port):
             try:
-                return await _connect_in_time(address, plugins)
+                return await _connect_in_time(address, open_client)
             except EmbeddedServerError:
                 raise EmbeddedServerError(
                     f"port {port} is taken by something that is not a healthy Temporal server; "
@@ -445,14 +461,12 @@ async def connect_temporal(address: str | None = None, *, plugins: Sequence[Plug
         file=sys.stderr,
         flush=True,
     )
-    return await connect(address, plugins=plugins)
+    return await open_client()
 
 
-async def _connect_in_time(address: str, plugins: Sequence[Plugin]) -> Client:
+async def _connect_in_time(address: str, open_client: Callable[[], Awaitable[Client]]) -> Client:
     try:
-        return await asyncio.wait_for(
-            connect(address, plugins=plugins), timeout=CONNECT_TIMEOUT_SECONDS
-        )
+        return await asyncio.wait_for(open_client(), timeout=CONNECT_TIMEOUT_SECONDS)
     except TimeoutError:
         reason = f"no answer within {CONNECT_TIMEOUT_SECONDS:.0f} s"
     except RuntimeError as exc:  # the SDK's "Failed client connect: ..."

@@ -13,7 +13,10 @@ short enough for checkpointed activities. A worker whose client was connected wi
 it directly: `Worker(client, task_queue=..., plugins=[SleuthPlugin(app)])`; its client must then
 already use the pydantic data converter.
 
-Interceptors (tracing, metrics) that should wrap every Sleuth client and worker go in
+Tracing comes with it: the client and its workers carry `temporalio.contrib.opentelemetry`'s
+`TracingInterceptor` (one per client, none added where the client already has one), so a run is
+one trace from the client that starts it through the workflow to each activity (exporters:
+`workers.telemetry`). Further interceptors that should wrap every Sleuth client and worker go in
 `interceptors=`: client interceptors reach the client, worker interceptors every worker.
 """
 
@@ -25,6 +28,7 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from temporalio.client import ClientConfig
 from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
@@ -37,6 +41,7 @@ from activities import build_activities
 from sleuth.app import App, set_current_app
 from sleuth.errors import SleuthError
 from workers import codec
+from workers.telemetry import has_tracing, with_tracing
 from workflows import ALL_WORKFLOWS
 
 PLUGIN_NAME = "sleuth.SleuthPlugin"
@@ -62,9 +67,12 @@ class SleuthPlugin(SimplePlugin):
         app: App | Callable[[], App],
         *,
         interceptors: Sequence[ClientInterceptor | WorkerInterceptor] = (),
+        tracing: bool = True,
     ) -> None:
         """`app` is the App whose activities workers serve; a function returning it defers loading
-        the App until a worker is built (a client that only starts runs never loads it)."""
+        the App until a worker is built (a client that only starts runs never loads it).
+        `tracing=False` adds no `TracingInterceptor` (one the client already has stays)."""
+        self._tracing = tracing
         self._app: App | None = app if isinstance(app, App) else None
         self._load_app: Callable[[], App] = (lambda: app) if isinstance(app, App) else app
         super().__init__(
@@ -84,10 +92,22 @@ class SleuthPlugin(SimplePlugin):
             self._app = self._load_app()
         return self._app
 
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        """The pydantic (and codec) data converter, and tracing unless the client traces already."""
+        config = super().configure_client(config)
+        if self._tracing:
+            config["interceptors"] = with_tracing(config.get("interceptors", []))
+        return config
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """Sleuth's workflows and activities, after checking the client's data converter."""
-        _require_sleuth_converter(config["client"].data_converter)
+        """Sleuth's workflows and activities, after checking the client's data converter; tracing
+        when the client does not trace (a worker inherits its client's tracing)."""
+        client = config["client"]
+        _require_sleuth_converter(client.data_converter)
         config = super().configure_worker(config)
+        client_traces = has_tracing(client.config(active_config=True).get("interceptors", []))
+        if self._tracing and not client_traces:
+            config["interceptors"] = with_tracing(config.get("interceptors", []))
         throttle = timedelta(seconds=HEARTBEAT_THROTTLE_SECONDS)
         current = config.get("max_heartbeat_throttle_interval")
         # The SDK holds heartbeats back for up to 0.8 x the heartbeat timeout; sending each timer

@@ -120,7 +120,7 @@ def render_report(text: str, console: Console) -> None:
             console.print()
             continue
         for line in body:
-            console.print(_styled_line(line))
+            console.print(_styled_line(line), soft_wrap=True)
 
 
 @contextmanager

@@ -6,7 +6,7 @@
 | `GET /runs/{id}` | its status, and its result once it has one (or its error) |
 | `GET /runs/{id}/events` | its events as server-sent events, live, from `?from=N` or `Last-Event-ID` |
 | `GET /runs/{id}/review` | the review it waits for, if any (the `pending_review` query) |
-| `POST /runs/{id}/review` | answer it: `{"review_id", "decision", "remark"?}` (the `review` update) |
+| `POST /runs/{id}/review` | answer it: `{"review_id", "decision", "remark"?}` (the `review` update); a 409 says why a run refused it |
 
 A run's input is checked against its workflow's input model before the run starts (a 422 names
 the field); names in it are the worker's, as with any other client. Each event is one SSE
@@ -37,6 +37,7 @@ from activities.decompose_models import DecomposeInput
 from activities.errors import unwrap_cause
 from activities.pipeline_models import PipelineInput
 from activities.research_models import ResearchRequest
+from sleuth.review import ReviewDecision
 from sleuth.strict import StrictInput
 from workers.events import follow_events
 
@@ -77,14 +78,6 @@ class RunStatus(BaseModel):
     """RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, CONTINUED_AS_NEW or TIMED_OUT."""
     result: Any = None
     error: str | None = None
-
-
-class ReviewAnswer(StrictInput):
-    """Body of `POST /runs/{id}/review`, sent as the `review` update's argument."""
-
-    review_id: str = Field(min_length=1)
-    decision: Literal["approve", "revise", "reject"]
-    remark: str | None = None
 
 
 def create_api(client: Client, task_queue: str) -> FastAPI:
@@ -162,7 +155,7 @@ def create_api(client: Client, task_queue: str) -> FastAPI:
         return pending
 
     @api.post("/runs/{run_id}/review")
-    async def answer_review(run_id: str, body: ReviewAnswer) -> Any:
+    async def answer_review(run_id: str, body: ReviewDecision) -> Any:
         await _describe(client, run_id)
         handle = client.get_workflow_handle(run_id)
         try:

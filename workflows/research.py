@@ -6,6 +6,11 @@ Start it from anywhere with plain JSON:
 The workflow is the only place that decides: it asks `next_node` which node runs next, and when
 that says `done` it asks `end_reason` why and calls `research.finish`, which writes the report.
 Past its history budget it continues as new, carrying the state reference and the digest.
+
+When `next_node` says `review`, the run waits durably for its `review` Update (a
+`ReviewDecision`); the `pending_review` Query shows what waits, the memo says "awaiting review"
+and the `SleuthReviewState` search attribute is `awaiting`. Counters, score, tokens and cost are
+upserted as search attributes as the run goes (see `workflows.attributes`).
 """
 
 from __future__ import annotations
@@ -28,8 +33,22 @@ with workflow.unsafe.imports_passed_through():
         ResearchProgress,
         ResearchRequest,
         ResearchResume,
+        ReviewSubjectInput,
     )
-    from sleuth.research import Node, ResearchDigest, end_reason, next_node
+    from sleuth.research import (
+        Node,
+        ResearchDigest,
+        end_reason,
+        is_grounded,
+        next_node,
+        record_review,
+        review_point,
+        revise_refusal,
+    )
+    from sleuth.review import PendingReview, ReviewDecision, record_of
+
+from workflows import attributes, metrics
+from workflows.review import REVIEW_STATES, ReviewGate
 
 _ACTIVITIES = {
     Node.EXECUTE: ResearchActivities.execute,
@@ -48,12 +67,30 @@ class ResearchWorkflow:
     @workflow.init
     def __init__(self, request: ResearchRequest) -> None:
         self._progress = ResearchProgress()
+        self._gate = ReviewGate()
+        self._remark: str | None = None
+        self._attributes = attributes.RunAttributes([])
         self._stream = WorkflowStream(request.resume.stream if request.resume else None)
 
     @workflow.query
     def progress(self) -> ResearchProgress:
         """The node running now, the counters and the score history."""
         return self._progress
+
+    @workflow.query(name="pending_review")
+    def pending_review(self) -> PendingReview | None:
+        """The plan or summary waiting for a person's decision (None when nothing waits)."""
+        return self._gate.pending
+
+    @workflow.update(name="review")
+    def review(self, decision: ReviewDecision) -> PendingReview:
+        """Decide the pending review: approve, revise (with a remark) or reject. Returns the
+        review it answered."""
+        return self._gate.answer(decision)
+
+    @review.validator
+    def _validate_review(self, decision: ReviewDecision) -> None:
+        self._gate.validate(decision)
 
     @workflow.run
     async def run(self, request: ResearchRequest) -> ResearchOutcome:
@@ -67,7 +104,10 @@ class ResearchWorkflow:
             digest, state_ref = request.resume.digest, request.resume.state_ref
             self._progress = request.resume.progress
             self._progress.runs += 1
+            self._remark = request.resume.review_remark
         self._progress.research = request.research
+        self._attributes = await attributes.for_this_run(request.research)
+        self._attributes.upsert({attributes.RESEARCH: request.research})
         nodes_this_run = 0
         while (node := next_node(digest)) != Node.DONE:
             if state_ref is not None and nodes_this_run and self._history_budget_spent(request):
@@ -79,9 +119,15 @@ class ResearchWorkflow:
                     state_ref=state_ref,
                     digest=digest,
                     progress=self._progress,
+                    review_remark=self._remark,
                     stream=await state_for_continue(self._stream),
                 )
                 workflow.continue_as_new(request.model_copy(update={"resume": resume}))
+            if node == Node.REVIEW:
+                assert state_ref is not None
+                digest = await self._review(request, digest, state_ref, config)
+                nodes_this_run += 1
+                continue
             self._progress.node = node
             workflow.logger.info("research node %s starts", node)
             publish(self._stream, "research.node.started", research=request.research, node=node)
@@ -95,25 +141,43 @@ class ResearchWorkflow:
                     grounding_threshold=request.grounding_threshold if first else None,
                     max_replans=request.max_replans if first else None,
                     max_regenerations=request.max_regenerations if first else None,
+                    max_cost_usd=request.max_cost_usd if first else None,
+                    review=request.review if first else None,
                     causal_inference=request.causal_inference if first else None,
+                    review_remark=self._remark,
                 ),
                 config,
                 digest,
             )
+            self._remark = None
+            tokens_before = digest.total_tokens
             digest, state_ref = output.digest, output.state_ref
             nodes_this_run += 1
             self._record(node, digest)
+            metrics.record_tokens("research", request.research, digest.total_tokens - tokens_before)
         # `next_node` never ends a run before its first execute, so the state exists here.
         assert state_ref is not None
         finished = await self._finish(
             FinishInput(
-                research=request.research, state_ref=state_ref, end_reason=end_reason(digest)
+                research=request.research,
+                state_ref=state_ref,
+                end_reason=end_reason(digest),
+                reviews=self._progress.reviews,
             ),
             config,
         )
         self._progress.status = "done"
         self._progress.end_reason = finished.report.end_reason
         workflow.upsert_memo({"status": "done", "end_reason": self._progress.end_reason})
+        self._attributes.upsert(
+            {
+                attributes.END_REASON: finished.report.end_reason,
+                attributes.GROUNDED: is_grounded(digest),
+            }
+        )
+        metrics.record_run_end(
+            "research", request.research, finished.report.end_reason, finished.report.cost_usd
+        )
         publish(
             self._stream,
             "research.finished",
@@ -129,6 +193,73 @@ class ResearchWorkflow:
             workflow_id=info.workflow_id,
             run_id=info.run_id,
         )
+
+    async def _review(
+        self,
+        request: ResearchRequest,
+        digest: ResearchDigest,
+        state_ref: str,
+        config: ResearchNodeConfig,
+    ) -> ResearchDigest:
+        """Wait for a person's decision on the plan or summary, and record it in the digest."""
+        assert digest.review is not None
+        point = review_point(digest)
+        review_id = f"{point}-{len(self._progress.reviews) + 1}"
+        try:
+            subject = await workflow.execute_activity_method(
+                ResearchActivities.review_subject,
+                ReviewSubjectInput(research=request.research, state_ref=state_ref),
+                summary=f"{request.research}: show the {point} to a reviewer ({review_id})",
+                **config.review_subject.activity_options(),
+            )
+        except ActivityError as exc:
+            self._fail("review", exc)
+            raise
+        settings = digest.review
+        pending = subject.pending(review_id, workflow.now(), settings.timeout_seconds)
+        self._progress.status = "awaiting review"
+        workflow.upsert_memo({"status": "awaiting review", "review": pending.subject})
+        self._attributes.upsert({attributes.REVIEW_STATE: "awaiting"})
+        publish(
+            self._stream,
+            "research.review.awaiting",
+            research=request.research,
+            review_id=review_id,
+            kind=pending.kind,
+            subject=pending.subject,
+        )
+        try:
+            decision, timed_out = await self._gate.wait(
+                pending,
+                settings.timeout_seconds,
+                settings.on_timeout,
+                revise_refusal=revise_refusal(digest),
+            )
+        except ApplicationError:
+            self._progress.status = "failed"
+            self._attributes.upsert({attributes.REVIEW_STATE: "timed_out"})
+            raise
+        record = record_of(pending, decision, timed_out=timed_out)
+        self._progress.reviews.append(record)
+        self._progress.status = "running"
+        self._remark = decision.remark if decision.decision == "revise" else None
+        outcome = "timed_out" if timed_out else REVIEW_STATES[decision.decision]
+        workflow.upsert_memo(
+            {"status": "running", "review": f"{review_id} {outcome}: {decision.remark or ''}"}
+        )
+        self._attributes.upsert({attributes.REVIEW_STATE: outcome})
+        publish(
+            self._stream,
+            "research.review",
+            research=request.research,
+            review_id=review_id,
+            kind=pending.kind,
+            decision=decision.decision,
+            timed_out=timed_out,
+        )
+        metrics.record_review(point, decision.decision)
+        workflow.logger.info("review %s decided: %s", review_id, decision.decision)
+        return record_review(digest, decision.decision)
 
     async def _run_node(
         self, node: Node, node_input: NodeInput, config: ResearchNodeConfig, digest: ResearchDigest
@@ -183,6 +314,10 @@ class ResearchWorkflow:
             progress.score_history.append(digest.grounding_score)
         progress.evidence_count = digest.evidence_count
         progress.total_tokens = digest.total_tokens
+        progress.cost_usd = digest.cost_usd
+        progress.revision_count = digest.revision_count
+        if node == Node.GROUNDING_EVAL and digest.grounding_score is not None:
+            metrics.record_grounding("research", progress.research, digest.grounding_score)
         workflow.upsert_memo(
             {
                 "research": progress.research,
@@ -191,6 +326,16 @@ class ResearchWorkflow:
                 "regeneration_count": digest.regeneration_count,
                 "grounding_score": digest.grounding_score,
                 "total_tokens": digest.total_tokens,
+                "cost_usd": round(digest.cost_usd, 6),
+            }
+        )
+        self._attributes.upsert(
+            {
+                attributes.GROUNDING_SCORE: digest.grounding_score,
+                attributes.REPLAN_COUNT: digest.replan_count,
+                attributes.REGENERATION_COUNT: digest.regeneration_count,
+                attributes.TOTAL_TOKENS: digest.total_tokens,
+                attributes.COST_USD: digest.cost_usd,
             }
         )
 
@@ -209,9 +354,13 @@ class ResearchWorkflow:
             case Node.GROUNDING_EVAL:
                 evaluation = len(self._progress.score_history) + 1
                 return f"{research}: grounding eval #{evaluation}"
+            case Node.REGENERATE if digest.node == Node.REVIEW:
+                return f"{research}: regenerate the summary as the reviewer asked"
             case Node.REGENERATE:
                 done = digest.regeneration_count
                 return f"{research}: regenerate {done + 1}/{digest.max_regenerations} ({score})"
+            case _ if digest.node == Node.REVIEW:
+                return f"{research}: replan as the reviewer asked"
             case _:
                 done = digest.replan_count
                 return f"{research}: replan {done + 1}/{digest.max_replans} ({score})"

@@ -7,6 +7,9 @@ model turn and every tool call, so a retried attempt never redoes a completed to
 The loop's own messages (a schema repair, a submit nudge, a loop warning, ...) carry their
 reason in `Message.kind`; the loop decides by that field, never by matching message text.
 `limits=` (`sleuth.limits.UsageLimits`) is checked before each model request and tool call.
+`approval=` (`sleuth.review.ApprovalPolicy`) makes calls of the tools it names wait for a person:
+its callback in-process; durably `AgentWorkflow` records the decision in the state before the
+step runs.
 """
 
 from __future__ import annotations
@@ -55,7 +58,18 @@ from sleuth.models.base import (
     ToolCall,
     Usage,
 )
+from sleuth.pricing import require_price
+from sleuth.review import (
+    DENIED,
+    ApprovalPolicy,
+    ReviewRecord,
+    ReviewSubject,
+    approval_id,
+    approval_subject,
+    ask_approval,
+)
 from sleuth.state import EvidenceItem, LoopState
+from sleuth.telemetry import end_tool_span, model_request, tool_span
 from sleuth.termination import Condition, MaxIterations
 from sleuth.tools import Tool, ToolResult, as_tool
 
@@ -152,6 +166,7 @@ class Agent:
         max_submit_nudges: int = 2,
         context_manager: ContextManager | None = None,
         limits: UsageLimits | None = None,
+        approval: ApprovalPolicy | None = None,
         tool_retry: ToolRetry | None = None,
         guardrails: Guardrails | None = None,
         governance: Governance | None = None,
@@ -171,6 +186,14 @@ class Agent:
             raise InvalidSettingError(
                 f"submit_tool {submit_tool!r} is not among the tools: {', '.join(self.tools) or 'none'}"
             )
+        unknown = [t for t in (approval.tools if approval else []) if t not in self.tools]
+        if unknown:
+            raise InvalidSettingError(
+                f"the approval policy names {', '.join(map(repr, unknown))}, which the agent does "
+                f"not have; its tools: {', '.join(self.tools) or 'none'}"
+            )
+        self.approval = approval
+        """Tool calls that wait for a person's decision; see `sleuth.review`."""
         self.system_prompt = system_prompt
         self.output_schema = output_schema
         self.max_iterations = max_iterations
@@ -196,7 +219,10 @@ class Agent:
         self.guardrails = guardrails
         """Checks on the task and the answer (`agent.guardrail` events)."""
         self.governance = governance
-        """A tool allow-list and a token cap per run (`agent.governance` events)."""
+        """A tool allow-list and token and USD caps per run (`agent.governance` events)."""
+        self._spend_limits = governance.spend_limits() if governance is not None else None
+        if self._spend_limits is not None:
+            require_price(self.model)  # a USD cap cannot be kept at an unknown price
         self.memory = memory
         """What this agent id learned in earlier runs; recalled into the system prompt."""
         if governance is not None and governance.allowed_tools is not None:
@@ -366,9 +392,10 @@ class Agent:
     async def _model_turn(self, state: LoopState, hook: CheckpointHook | None) -> None:
         if self.context_manager is not None:
             state.messages = await self.context_manager(state.messages, UsageAccount(state))
-        cap = self.governance.max_tokens_per_run if self.governance else None
-        if cap is not None and state.usage.total_tokens >= cap:
-            emit("agent.governance", agent=self.name, rule="max_tokens_per_run", limit=cap)
+        rule = self._spend_cap_reached(state)
+        if rule is not None:
+            limit = getattr(self.governance, rule)
+            emit("agent.governance", agent=self.name, rule=rule, limit=limit)
             state.finished, state.stop_reason = True, SPEND_CAP
             state.final_message = what_is_known(state)
             await self._save(state, hook)
@@ -438,12 +465,34 @@ class Agent:
             state.finished, state.stop_reason = True, "completed"
         await self._save(state, hook)
 
+    def _spend_cap_reached(self, state: LoopState) -> str | None:
+        """The governance cap (`max_tokens_per_run`, `max_cost_usd_per_run`) the run has reached
+        or its next request would pass; None when the request fits."""
+        governance = self.governance
+        if governance is None:
+            return None
+        cap = governance.max_tokens_per_run
+        if cap is not None and state.usage.total_tokens >= cap:
+            return "max_tokens_per_run"
+        if self._spend_limits is not None:
+            try:
+                self._spend_limits.check_before_request(
+                    state.usage, state.messages, require_price(self.model)
+                )
+            except UsageLimitExceeded:
+                return "max_cost_usd_per_run"
+        return None
+
     def _output_cap(self, state: LoopState) -> int | None:
         """The output tokens the next answer may use; raises `UsageLimitExceeded` when the
         limits refuse the request."""
         caps = [self.max_output_tokens]
         if self.limits is not None:
-            caps.append(self.limits.check_before_request(state.usage, state.messages))
+            price = require_price(self.model) if self.limits.max_cost_usd is not None else None
+            caps.append(self.limits.check_before_request(state.usage, state.messages, price))
+        if self._spend_limits is not None:
+            price = require_price(self.model)
+            caps.append(self._spend_limits.check_before_request(state.usage, state.messages, price))
         known = [cap for cap in caps if cap is not None]
         return min(known) if known else None
 
@@ -466,7 +515,8 @@ class Agent:
             schema = OutputSchema(
                 name=self.output_schema.__name__, json_schema=self.output_schema.model_json_schema()
             )
-        return await self.model.request(
+        return await model_request(
+            self.model,
             state.messages,
             tools=self.tool_specs() if self.tools and schema is None else None,
             output_schema=schema,
@@ -600,7 +650,54 @@ class Agent:
                     content=f"Not run: {refused}. Answer now with what you know.",
                     error=BUDGET_EXHAUSTED,
                 )
-        return await selected.invoke(call.arguments, UsageAccount(state))
+        if self.needs_approval(call):
+            record = await self._approve(call, state)
+            if record.decision != "approve":
+                why = f" ({record.remark})" if record.remark else ""
+                return ToolResult(
+                    ok=False,
+                    content=f"Not run: a reviewer denied this call{why}. Go on without it: use "
+                    "another way, or answer with what you know.",
+                    error=DENIED,
+                )
+        with tool_span(call.name, self.name) as span:
+            result = await selected.invoke(call.arguments, UsageAccount(state))
+            end_tool_span(span, success=result.ok, error=result.error)
+        return result
+
+    # -- tool approval ----------------------------------------------------------------------
+
+    def needs_approval(self, call: ToolCall) -> bool:
+        """Whether `call` must be approved before it runs (its tool is in the approval policy)."""
+        return self.approval is not None and self.approval.covers(call.name)
+
+    def approval_subject(self, call: ToolCall) -> ReviewSubject:
+        """What a reviewer is shown for `call`: one line, and the details (tool, arguments)."""
+        return approval_subject(self.name, call)
+
+    async def _approve(self, call: ToolCall, state: LoopState) -> ReviewRecord:
+        """The decision on `call`: the one recorded in the state (a durable runner records it
+        before the step), else the policy's callback's, recorded for the checkpoint."""
+        recorded = state.approvals.get(call.id)
+        if recorded is not None:
+            return recorded
+        assert self.approval is not None
+        emit(
+            "agent.approval.awaiting",
+            agent=self.name,
+            tool=call.name,
+            review_id=approval_id(call),
+        )
+        record = await ask_approval(self.approval, self.name, call)
+        state.approvals[call.id] = record
+        emit(
+            "agent.approval",
+            agent=self.name,
+            tool=call.name,
+            decision=record.decision,
+            timed_out=record.timed_out,
+        )
+        return record
 
     async def _ground_submission(
         self, state: LoopState, call: ToolCall
@@ -854,6 +951,7 @@ def _retryable(result: ToolResult) -> bool:
 _SIGNALS: dict[str, MessageKind] = {
     BUDGET_EXHAUSTED: "limit_refusal",
     "ungrounded_submission": "grounding_feedback",
+    DENIED: "approval_denied",
 }
 """The kind of the tool message answering a call the loop itself turned down, by its error."""
 

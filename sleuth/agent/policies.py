@@ -14,12 +14,15 @@ import re2
 from pydantic import Field, field_validator
 
 from sleuth.errors import SleuthError
+from sleuth.limits import UsageLimits
 from sleuth.strict import StrictInput
 
 MAX_TOOL_ATTEMPTS = 10
 """Most attempts `tool_retry` allows for one tool call."""
 MAX_BACKOFF_SECONDS = 300.0
 """Longest wait between two attempts of a tool call."""
+MAX_COST_USD_PER_RUN = 100_000.0
+"""Largest `governance.max_cost_usd_per_run`."""
 
 
 class ToolRetry(StrictInput):
@@ -113,7 +116,7 @@ class Guardrails(StrictInput):
 
 
 class Governance(StrictInput):
-    """What a run may do: which tools it may call and how much it may spend."""
+    """What a run may do: which tools it may call and how much it may spend (tokens, USD)."""
 
     allowed_tools: list[str] | None = None
     """The only tools the run may call (None: all its tools). A call to another is refused, the
@@ -121,10 +124,23 @@ class Governance(StrictInput):
     max_tokens_per_run: int | None = Field(default=None, ge=1)
     """Tokens (input plus output) one run may spend; once spent, the run ends with
     `stop_reason="spend_cap"` and what it found so far."""
+    max_cost_usd_per_run: float | None = Field(default=None, gt=0, le=MAX_COST_USD_PER_RUN)
+    """USD one run may spend at its model's price (`sleuth.pricing`; more than 0, at most
+    100,000), including what tools charge. It is `UsageLimits.max_cost_usd` for the run:
+    checked before each model request, each answer capped at the output tokens the dollars left
+    buy. A request that no longer fits ends the run with `stop_reason="spend_cap"` and what it
+    found so far. The model must have a price."""
+
+    def spend_limits(self) -> UsageLimits | None:
+        """The `UsageLimits` the USD cap stands for (None without one)."""
+        if self.max_cost_usd_per_run is None:
+            return None
+        return UsageLimits(max_cost_usd=self.max_cost_usd_per_run)
 
 
 SPEND_CAP = "spend_cap"
-"""The stop reason of a run that reached `Governance.max_tokens_per_run`."""
+"""The stop reason of a run that reached `Governance.max_tokens_per_run` or
+`Governance.max_cost_usd_per_run`."""
 
 _CASE_INSENSITIVE = re2.Options()
 _CASE_INSENSITIVE.case_sensitive = False

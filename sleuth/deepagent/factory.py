@@ -19,6 +19,7 @@ from sleuth.limits import UsageLimits
 from sleuth.models import resolve
 from sleuth.models.base import Model
 from sleuth.rag.tools import wire_datastores
+from sleuth.review import ApprovalPolicy
 from sleuth.termination import Condition, ConfidenceMet, TokenLimit, ToolCalled
 from sleuth.tools import Tool
 
@@ -101,6 +102,8 @@ def create_deepagent(
     total_token_budget: int | None = None,
     max_output_tokens: int | None = None,
     limits: UsageLimits | None = None,
+    max_cost_usd: float | None = None,
+    approval: ApprovalPolicy | None = None,
     reflexion: bool = True,
     grounding: bool | GroundingSettings = True,
     grounding_threshold: float | None = None,
@@ -122,7 +125,9 @@ def create_deepagent(
 
     The run ends when `submit_tool` succeeded with confidence ≥ `min_confidence`, when
     `total_token_budget` (if set) is spent, or after `max_iterations` model turns. `limits` (a
-    `UsageLimits`) is checked before each model request and tool call. Layers are
+    `UsageLimits`) is checked before each model request and tool call; `max_cost_usd` is the
+    run's cost budget in USD (the same as `limits=UsageLimits(max_cost_usd=...)`). `approval` (an
+    `ApprovalPolicy`) makes calls of the tools it names wait for a person. Layers are
     opt-in: `enable_filesystem` (or `backend=`), `enable_todos` (or `todo_state=`), `subagents`,
     `memory_files`, `summarize_after_messages`, `datastores`. Their state (files of a
     `StateBackend`, todos) is part of every checkpoint.
@@ -140,6 +145,13 @@ def create_deepagent(
         raise UnsupportedArgumentError(
             f"create_deepagent() got unexpected keyword argument(s): {', '.join(sorted(unexpected))}"
         )
+    if max_cost_usd is not None:
+        if limits is not None and limits.max_cost_usd is not None:
+            raise UnsupportedArgumentError(
+                "create_deepagent() got max_cost_usd twice (as an argument and in limits=); "
+                "set it in one place"
+            )
+        limits = (limits or UsageLimits()).model_copy(update={"max_cost_usd": max_cost_usd})
     resolved_model = resolve(model)
     all_tools: list[Tool | Callable[..., Any]] = list(tools)
     guides: list[str] = []
@@ -183,6 +195,7 @@ def create_deepagent(
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
         limits=limits,
+        approval=approval,
         submit_tool=submit_tool,
         reflexion=reflexion,
         grounding=settings,

@@ -12,6 +12,7 @@ from sleuth.errors import InvalidSettingError
 from sleuth.events import emit
 from sleuth.limits import UsageAccount
 from sleuth.models.base import Message, Model
+from sleuth.telemetry import model_request
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 SUMMARY_INSTRUCTIONS = (
@@ -79,7 +80,8 @@ class SummarizingManager:
         head, older, recent = split_for_summary(messages, self.keep_recent)
         if not older:
             return messages
-        response = await self.model.request(
+        response = await model_request(
+            self.model,
             [
                 Message(role="system", content=SUMMARY_INSTRUCTIONS),
                 Message(role="user", content=_transcript(older)),

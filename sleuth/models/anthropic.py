@@ -51,6 +51,9 @@ class AnthropicModel:
     transport).
     """
 
+    provider = "anthropic"
+    """Prices are looked up as `anthropic:<name>` (`sleuth.pricing`)."""
+
     def __init__(
         self,
         name: str,

@@ -25,6 +25,7 @@ MessageKind = Literal[
     "loop_warning",
     "loop_stop",
     "limit_refusal",
+    "approval_denied",
     "summary",
     "guardrail_feedback",
 ]
@@ -32,8 +33,9 @@ MessageKind = Literal[
 schema), `submit_nudge` (the submit tool was not called), `grounding_feedback` (claims the evidence
 does not support were sent back, or a submission was rejected for them), `reflection` (a revised
 plan after a failed step), `loop_warning` / `loop_stop` (a call repeated the previous turn's),
-`limit_refusal` (a tool call the run's limits refused), `summary` (older turns condensed),
-`guardrail_feedback` (the answer broke an output guardrail and a new one is asked for)."""
+`limit_refusal` (a tool call the run's limits refused), `approval_denied` (a tool call a reviewer
+denied), `summary` (older turns condensed), `guardrail_feedback` (the answer broke an output
+guardrail and a new one is asked for)."""
 
 
 class Message(BaseModel):
@@ -66,10 +68,12 @@ class OutputSchema(BaseModel):
 
 
 class Usage(BaseModel):
-    """Token usage of one request, or the sum over a run."""
+    """Token usage and cost of one request, or the sum over a run."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float = 0.0
+    """What the tokens cost in USD at the model's price (`sleuth.pricing`); 0 for local models."""
 
     @property
     def total_tokens(self) -> int:
@@ -79,6 +83,7 @@ class Usage(BaseModel):
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
         )
 
 

@@ -248,6 +248,9 @@ def _engine_for(source: Path | weights.KnownModel, settings: _Settings) -> _Engi
 class LocalModel:
     """A GGUF model run in this process by llama.cpp; see the module docstring."""
 
+    provider = "local"
+    """Local models cost nothing (`sleuth.pricing`)."""
+
     def __init__(
         self,
         path: str | Path | weights.KnownModel,

@@ -116,6 +116,9 @@ class OpenAIModel:
     `http_client` replaces the SDK's `httpx2.AsyncClient` (tests use a mock transport).
     """
 
+    provider = "openai"
+    """Prices are looked up as `openai:<name>` (`sleuth.pricing`)."""
+
     def __init__(
         self,
         name: str,

@@ -11,7 +11,7 @@ import itertools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from sleuth.errors import SleuthError
 from sleuth.models.base import (
@@ -128,6 +128,9 @@ class UnscriptedCallError(SleuthError, AssertionError):
 @dataclass
 class ScriptedModel:
     """A model that plays back `turns` in order, or asks `responder` for each answer."""
+
+    provider: ClassVar[str] = "scripted"
+    """Scripted models cost nothing unless a test sets a price (`sleuth.pricing.set_prices`)."""
 
     turns: list[Turn] = field(default_factory=list)
     responder: Responder | None = None

@@ -6,9 +6,10 @@ runs every node as a Temporal activity that calls the very same node functions. 
 run ends with a `ResearchReport`.
 
 The modules follow the graph: `router` (the `Node` enum, the digest it reads, `next_node`,
-`end_reason`), `state`
+`end_reason`, `record_review`), `state`
 (what a run knows), `nodes` (the node functions and their prompts), `report` (the typed report:
-cite, deduplicate, order) and `spec` (`ResearchSpec`, the in-process runner).
+cite, deduplicate, order), `review` (what a reviewer is shown) and `spec` (`ResearchSpec`, the
+in-process runner).
 """
 
 from sleuth.research.nodes import (
@@ -18,6 +19,7 @@ from sleuth.research.nodes import (
     REGENERATE_PROMPT,
     REPLAN_PROMPT,
     SUMMARIZE_PROMPT,
+    BudgetSpent,
     CheckpointHook,
     causal_inference_node,
     execute_node,
@@ -41,18 +43,25 @@ from sleuth.research.report import (
     normalise,
     sources,
 )
+from sleuth.research.review import ask_reviewer, decided, pending_review, review_subject
 from sleuth.research.router import (
     DONE,
     MAX_LOOPS,
     NODES,
+    PLAN_NODES,
+    REVIEW,
     START,
     EndReason,
     Node,
     NodeName,
     ResearchDigest,
+    budget_spent,
     end_reason,
     is_grounded,
     next_node,
+    record_review,
+    review_point,
+    revise_refusal,
 )
 from sleuth.research.spec import (
     MAX_PROMPT_CHARS,
@@ -73,10 +82,13 @@ __all__ = [
     "MAX_PROMPT_CHARS",
     "NODES",
     "NODE_PROMPTS",
+    "PLAN_NODES",
     "REGENERATE_PROMPT",
     "REPLAN_PROMPT",
+    "REVIEW",
     "START",
     "SUMMARIZE_PROMPT",
+    "BudgetSpent",
     "CheckpointHook",
     "Citation",
     "ClaimRecord",
@@ -94,10 +106,13 @@ __all__ = [
     "ResearchState",
     "RoundJournal",
     "TokenUsage",
+    "ask_reviewer",
+    "budget_spent",
     "build_final_state",
     "causal_inference_node",
     "cite",
     "create_research_workflow",
+    "decided",
     "dedupe_findings",
     "end_reason",
     "execute_node",
@@ -109,9 +124,14 @@ __all__ = [
     "next_node",
     "node_of_request",
     "normalise",
+    "pending_review",
+    "record_review",
     "regenerate_node",
     "replan_node",
     "report_text",
+    "review_point",
+    "review_subject",
+    "revise_refusal",
     "sources",
     "summarize_node",
 ]

@@ -2,6 +2,10 @@
 
 Each takes the spec (configuration) and the run's state and returns a new state; none changes
 the state it was given. Both runners call these very functions.
+
+Every model request goes through a `_Meter`, which counts the node's usage, prices it and, when
+the run has a cost budget, asks `UsageLimits` first: a request the dollars left cannot pay for
+is not made (`BudgetSpent`), and the run ends `budget_exhausted`.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from pydantic import BaseModel, ValidationError
 
 from sleuth.grounding import JUDGE_INSTRUCTIONS, judge_claims, number_evidence, split_claims
 from sleuth.jsontext import json_from_text
+from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
 from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolSpec, Usage
+from sleuth.pricing import require_price
 from sleuth.research.report import cite, dedupe_findings, dedupe_text_lists
 from sleuth.research.router import Node
 from sleuth.research.state import ClaimRecord, ResearchState
 from sleuth.state import LoopState
+from sleuth.telemetry import model_request
 
 if TYPE_CHECKING:
     from sleuth.research.spec import DatastoreSource, ResearchSpec
@@ -59,13 +66,27 @@ NODE_PROMPTS: dict[Node, str] = {
 """The system prompt of every node that makes one model request (execute runs an agent)."""
 
 
-class _Meter:
-    """Counts the tokens of every request one node makes (a fresh meter per node call)."""
+class BudgetSpent(UsageLimitExceeded):
+    """A node's next model request does not fit in the run's cost budget; `spent` is what the
+    node used before it stopped."""
 
-    def __init__(self, model: Model):
+    def __init__(self, message: str, spent: Usage):
+        super().__init__(message)
+        self.spent = spent
+
+
+class _Meter:
+    """Counts (and prices) the usage of every request one node makes, within the run's cost
+    budget (a fresh meter per node call)."""
+
+    def __init__(self, model: Model, state: ResearchState):
         self.model = model
         self.name = model.name
         self.usage = Usage()
+        self._before = state.usage
+        self._limits = (
+            UsageLimits(max_cost_usd=state.max_cost_usd) if state.max_cost_usd is not None else None
+        )
 
     async def request(
         self,
@@ -77,7 +98,17 @@ class _Meter:
         tool_choice: str | None = None,
         top_logprobs: int | None = None,
     ) -> ModelResponse:
-        response = await self.model.request(
+        if self._limits is not None:
+            try:
+                cap = self._limits.check_before_request(
+                    self._before + self.usage, messages, require_price(self.model)
+                )
+            except UsageLimitExceeded as exc:
+                raise BudgetSpent(str(exc), self.usage) from exc
+            if cap is not None:
+                max_output_tokens = min(cap, max_output_tokens or cap)
+        response = await model_request(
+            self.model,
             messages,
             tools=tools,
             output_schema=output_schema,
@@ -97,8 +128,10 @@ async def execute_node(
     checkpoint: LoopState | None = None,
     on_checkpoint: CheckpointHook | None = None,
 ) -> ResearchState:
-    """The agent tool loop (reflexion on); its tool calls are appended to the evidence trail."""
-    agent = spec.build_agent(app)
+    """The agent tool loop (reflexion on); its tool calls are appended to the evidence trail.
+    With a cost budget the agent may spend what is left of it."""
+    left = None if state.max_cost_usd is None else state.max_cost_usd - state.usage.cost_usd
+    agent = spec.build_agent(app, max_cost_usd=left)
     result = await agent.arun(
         execute_prompt(state), checkpoint=checkpoint, on_checkpoint=on_checkpoint
     )
@@ -114,6 +147,7 @@ async def execute_node(
             "findings": findings,
             "usage": state.usage + result.usage,
             "agent_stop_reasons": [*state.agent_stop_reasons, result.stop_reason],
+            "budget_exhausted": left is not None and result.stop_reason == BUDGET_EXHAUSTED,
         }
     )
 
@@ -130,7 +164,7 @@ def execute_prompt(state: ResearchState) -> str:
 
 async def causal_inference_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
     """A causal chain built from the evidence."""
-    meter = _Meter(spec.model)
+    meter = _Meter(spec.model, state)
     response = await meter.request(
         [
             Message(role="system", content=CAUSAL_PROMPT),
@@ -145,7 +179,7 @@ async def causal_inference_node(spec: ResearchSpec, state: ResearchState) -> Res
 
 async def summarize_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
     """The evidence distilled into a summary (validated against the output schema, if any)."""
-    meter = _Meter(spec.model)
+    meter = _Meter(spec.model, state)
     messages = [
         Message(role="system", content=SUMMARIZE_PROMPT),
         Message(role="user", content=_context(state, include_chain=True)),
@@ -159,7 +193,7 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
 
     A finding the report states twice (a key finding repeating the summary) is judged once.
     """
-    meter = _Meter(spec.judge) if spec.judge is not None else None
+    meter = _Meter(spec.judge, state) if spec.judge is not None else None
     claims = dedupe_findings(split_claims(grounded_text(state)))
     report = await judge_claims(claims, state.evidence, meter)
     records = []
@@ -188,37 +222,47 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
 
 
 async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
-    """Rewrite the summary without new tool calls, repairing or dropping ungrounded claims."""
-    meter = _Meter(spec.model)
+    """Rewrite the summary without new tool calls, repairing or dropping ungrounded claims.
+
+    With a reviewer's remark (a `revise` decision) the rewrite follows the remark too, and counts
+    as a revision, not a regeneration."""
+    meter = _Meter(spec.model, state)
     messages = [
         Message(role="system", content=REGENERATE_PROMPT),
         Message(
             role="user",
             content=_context(state, include_chain=True)
             + f"\n\nCurrent report:\n{grounded_text(state)}"
-            + f"\n\nUnsupported claims:\n{_ungrounded_list(state)}",
+            + f"\n\nUnsupported claims:\n{_ungrounded_list(state)}"
+            + _remark_text(state),
         ),
     ]
     update = await _write_report(spec, meter, messages)
     return state.model_copy(
         update={
             **update,
-            "regeneration_count": state.regeneration_count + 1,
+            **_counted(state, "regeneration_count"),
             "usage": state.usage + meter.usage,
         }
     )
 
 
 async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
-    """A prompt focused on the ungrounded claims, for the next execute round."""
-    meter = _Meter(spec.model)
+    """A prompt focused on the ungrounded claims, for the next execute round.
+
+    With a reviewer's remark (a `revise` decision on the plan) the current plan is rewritten to
+    follow it; that counts as a revision, not a replan, and replaces the plan under review."""
+    meter = _Meter(spec.model, state)
     ungrounded = _ungrounded_list(state)
+    current = f"\n\nCurrent plan:\n{state.focused_prompt}" if state.review_remark else ""
     response = await meter.request(
         [
             Message(role="system", content=REPLAN_PROMPT),
             Message(
                 role="user",
-                content=f"Question:\n{state.prompt}\n\nUnsupported claims:\n{ungrounded}",
+                content=f"Question:\n{state.prompt}\n\nUnsupported claims:\n{ungrounded}"
+                + current
+                + _remark_text(state),
             ),
         ],
         max_output_tokens=spec.max_output_tokens,
@@ -226,14 +270,31 @@ async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState
     focused = response.text.strip() or (
         f"Find evidence that confirms or refutes these claims:\n{ungrounded}"
     )
+    earlier = state.focused_prompts[:-1] if state.review_remark else state.focused_prompts
     return state.model_copy(
         update={
             "focused_prompt": focused,
-            "focused_prompts": [*state.focused_prompts, focused],
-            "replan_count": state.replan_count + 1,
+            "focused_prompts": [*earlier, focused],
+            **_counted(state, "replan_count"),
             "usage": state.usage + meter.usage,
         }
     )
+
+
+def _remark_text(state: ResearchState) -> str:
+    """The reviewer's remark, as the model reads it (nothing without one)."""
+    if not state.review_remark:
+        return ""
+    return f"\n\nA reviewer read this and asked for a change:\n{state.review_remark}"
+
+
+def _counted(state: ResearchState, counter: str) -> dict[str, Any]:
+    """The counter update of a node that wrote again: a revision when a reviewer's remark asked
+    for it (the remark is then used up), else one more of `counter`."""
+    if state.review_remark:
+        return {"revision_count": state.revision_count + 1, "review_remark": None}
+    current: int = getattr(state, counter)
+    return {counter: current + 1}
 
 
 # -- writing the report ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sleuth.grounding import content_words
 from sleuth.research.router import EndReason, Node
 from sleuth.research.state import Citation, ClaimRecord, Record, ResearchState
+from sleuth.review import ReviewRecord
 from sleuth.state import EvidenceItem
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -90,8 +91,17 @@ class ResearchReport(Record):
     nodes: list[Node] = Field(default_factory=list)
     """The path the run took, node by node."""
     end_reason: EndReason
-    """`grounded`, `max_replans` or `max_regenerations`."""
+    """`grounded`, `max_replans`, `max_regenerations`, `rejected` (by a reviewer) or
+    `budget_exhausted` (the cost budget was spent)."""
     usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost_usd: float = 0.0
+    """What the run's model calls cost in USD at the models' prices (`sleuth.pricing`)."""
+    max_cost_usd: float | None = None
+    """The run's cost budget (None: it had none)."""
+    revision_count: int = 0
+    """Plans and summaries written again because a reviewer asked."""
+    reviews: list[ReviewRecord] = Field(default_factory=list)
+    """Every review decided during the run, in order."""
 
     def parsed(self, schema: type[SchemaT]) -> SchemaT | None:
         """`structured_output` as an instance of `schema` (None when the run produced none; see
@@ -170,6 +180,10 @@ def build_final_state(
             output_tokens=state.usage.output_tokens,
             total_tokens=state.usage.total_tokens,
         ),
+        cost_usd=state.usage.cost_usd,
+        max_cost_usd=state.max_cost_usd,
+        revision_count=state.revision_count,
+        reviews=list(state.reviews),
     )
 
 

@@ -4,6 +4,11 @@ Both runners drive `next_node`: `ResearchSpec.execute` in-process and `workflows
 durably. The runner that calls it is the only place that decides a run is over; it then asks
 `end_reason` why and hands that to the finish step, which writes the report.
 
+A review is part of the route: where the run's review settings pause it, `next_node` says
+`review`; the runner gets a decision (a callback in-process, the `review` Update durably),
+records it with `record_review`, and `next_node` routes on it. A spent cost budget ends a run
+at once (`budget_exhausted`), without a review.
+
 `ResearchDigest`, all the router reads, is defined here with it; `ResearchState` extends it.
 """
 
@@ -11,13 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
+from sleuth.review import MAX_REVISIONS, ReviewPoint, ReviewSettings, Verdict
+
 
 class Node(StrEnum):
-    """A position in the research graph: `start`, one of the six nodes, or `done`."""
+    """A position in the research graph: `start`, one of the six nodes, `review` (a person
+    decides) or `done`."""
 
     START = "start"
     EXECUTE = "execute"
@@ -26,6 +34,7 @@ class Node(StrEnum):
     GROUNDING_EVAL = "grounding_eval"
     REGENERATE = "regenerate"
     REPLAN = "replan"
+    REVIEW = "review"
     DONE = "done"
 
 
@@ -40,12 +49,18 @@ NODES: tuple[Node, ...] = (
     Node.REGENERATE,
     Node.REPLAN,
 )
-"""The nodes that run (everything but `start` and `done`), in graph order."""
+"""The nodes that run (everything but `start`, `review` and `done`), in graph order."""
 DONE = Node.DONE
 START = Node.START
+REVIEW = Node.REVIEW
 
-EndReason = Literal["grounded", "max_replans", "max_regenerations"]
-"""Why a run ended: its summary met the grounding threshold, or the loops it may spend ran out."""
+PLAN_NODES: frozenset[Node] = frozenset({Node.REPLAN})
+"""Nodes whose output is a plan for the next execute round: the `plan` review point pauses
+after them, and a revised plan is written by the same node again."""
+
+EndReason = Literal["grounded", "max_replans", "max_regenerations", "rejected", "budget_exhausted"]
+"""Why a run ended: its summary met the grounding threshold, the loops it may spend ran out, a
+reviewer rejected it, or its cost budget was spent."""
 
 MAX_LOOPS = 10
 """The most replans, and the most regenerations, one run may spend (per-run overrides included)."""
@@ -80,6 +95,21 @@ class ResearchDigest(BaseModel):
     """Evidence items gathered so far (for the Web UI's activity summaries)."""
     total_tokens: int = Field(default=0, ge=0)
     """Tokens spent so far (for the memo)."""
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    """USD spent so far at the models' prices."""
+    max_cost_usd: float | None = Field(default=None, gt=0.0)
+    """The run's cost budget (None: none)."""
+    budget_exhausted: bool = False
+    """A node found the cost budget too small for its next model request."""
+    review: ReviewSettings | None = None
+    """Where the run pauses for a person, and how long it waits (None: never)."""
+    reviewed: Node | None = None
+    """At `review`: the node whose output is under review."""
+    review_decision: Verdict | None = None
+    """At `review`: what was decided (by a person, or by the timeout)."""
+    revision_count: int = Field(default=0, ge=0, le=MAX_REVISIONS)
+    """Plans and summaries written again because a reviewer asked (not counted as replans or
+    regenerations)."""
 
     @field_validator("node", mode="before")
     @classmethod
@@ -105,15 +135,32 @@ def is_grounded(state: ResearchDigest | Mapping[str, Any]) -> bool:
     )
 
 
+def budget_spent(state: ResearchDigest | Mapping[str, Any]) -> bool:
+    """Whether the run's cost budget is used up (or too small for a node's next request)."""
+    digest = _as_digest(state)
+    if digest.budget_exhausted:
+        return True
+    return digest.max_cost_usd is not None and digest.cost_usd >= digest.max_cost_usd
+
+
 def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
     """The node to run after `state.node`, or `Node.DONE`. Pure: both runners route with it.
 
     After grounding eval: score ≥ threshold → done; else regenerations left → regenerate; else
-    replans left → replan; else done.
+    replans left → replan; else done. Where the run's review settings pause it (after a plan,
+    and before a run ends after grounding eval) the answer is `review`; after a review,
+    `approve` goes where the run would have gone, `revise` writes the plan (or summary) again and
+    `reject` ends the run. A spent cost budget ends the run.
     """
     digest = _as_digest(state)
+    if digest.node == Node.DONE:
+        return Node.DONE
+    if digest.node == Node.REVIEW:
+        return _after_review(digest)
+    if budget_spent(digest):
+        return Node.DONE
     match digest.node:
-        case Node.START | Node.REPLAN:
+        case Node.START:
             return Node.EXECUTE
         case Node.EXECUTE:
             return Node.CAUSAL_INFERENCE if digest.causal_inference else Node.SUMMARIZE
@@ -122,21 +169,91 @@ def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
         case Node.SUMMARIZE | Node.REGENERATE:
             return Node.GROUNDING_EVAL
         case Node.GROUNDING_EVAL:
-            if is_grounded(digest):
+            after = _after_grounding(digest)
+            return Node.REVIEW if after == Node.DONE and _pauses(digest, "summary") else after
+        case _ if digest.node in PLAN_NODES:
+            return Node.REVIEW if _pauses(digest, "plan") else Node.EXECUTE
+    raise unknown_node(digest.node)
+
+
+def _after_grounding(digest: ResearchDigest) -> Node:
+    if is_grounded(digest):
+        return Node.DONE
+    if digest.regeneration_count < digest.max_regenerations:
+        return Node.REGENERATE
+    if digest.replan_count < digest.max_replans:
+        return Node.REPLAN
+    return Node.DONE
+
+
+def _pauses(digest: ResearchDigest, point: ReviewPoint) -> bool:
+    return digest.review is not None and digest.review.pauses_at(point)
+
+
+def _after_review(digest: ResearchDigest) -> Node:
+    reviewed = digest.reviewed
+    if reviewed is None or digest.review_decision is None:
+        raise ValueError(
+            "the digest is at `review` without a decision; record one with record_review(...)"
+        )
+    is_plan = reviewed in PLAN_NODES
+    match digest.review_decision:
+        case "reject":
+            return Node.DONE
+        case "approve":
+            return Node.EXECUTE if is_plan else Node.DONE
+        case "revise":
+            if budget_spent(digest):
                 return Node.DONE
-            if digest.regeneration_count < digest.max_regenerations:
-                return Node.REGENERATE
-            if digest.replan_count < digest.max_replans:
-                return Node.REPLAN
-            return Node.DONE
-        case Node.DONE:
-            return Node.DONE
+            return reviewed if is_plan else Node.REGENERATE
+
+
+def review_point(state: ResearchDigest | Mapping[str, Any]) -> ReviewPoint:
+    """What a run whose next node is `review` waits on: its `plan` or its `summary`."""
+    digest = _as_digest(state)
+    if next_node(digest) != Node.REVIEW:
+        raise ValueError(f"the run is not due for review after {digest.node.value}")
+    return "plan" if digest.node in PLAN_NODES else "summary"
+
+
+def revise_refusal(state: ResearchDigest | Mapping[str, Any]) -> str | None:
+    """Why the review now due cannot be answered `revise` (None when it can)."""
+    digest = _as_digest(state)
+    if digest.revision_count >= MAX_REVISIONS:
+        return (
+            f"this run was already revised {digest.revision_count} times, the most a run "
+            "allows; approve or reject it"
+        )
+    if digest.max_cost_usd is not None and digest.cost_usd >= digest.max_cost_usd:
+        return (
+            f"the run's cost budget (max_cost_usd={digest.max_cost_usd}) is spent, so nothing "
+            "can be written again; approve or reject it"
+        )
+    return None
+
+
+DigestT = TypeVar("DigestT", bound=ResearchDigest)
+
+
+def record_review(state: DigestT, decision: Verdict) -> DigestT:
+    """`state` at `review`, with the decision taken on what the last node wrote (a runner calls
+    this when `next_node` said `review`)."""
+    if next_node(state) != Node.REVIEW:
+        raise ValueError(f"the run is not due for review after {state.node.value}")
+    return state.model_copy(
+        update={"node": Node.REVIEW, "reviewed": state.node, "review_decision": decision}
+    )
 
 
 def end_reason(state: ResearchDigest | Mapping[str, Any]) -> EndReason:
-    """Why a finished run ended: `grounded`, `max_replans` or `max_regenerations`."""
+    """Why a finished run ended: `rejected`, `grounded`, `budget_exhausted`, `max_replans` or
+    `max_regenerations`."""
     digest = _as_digest(state)
+    if digest.node == Node.REVIEW and digest.review_decision == "reject":
+        return "rejected"
     if is_grounded(digest):
         return "grounded"
+    if budget_spent(digest):
+        return "budget_exhausted"
     # Replans are spent after regenerations, so whenever replans were allowed they ran out last.
     return "max_replans" if digest.max_replans > 0 else "max_regenerations"

@@ -5,7 +5,9 @@ its `ResearchState`, so one spec serves many runs at once. `await spec.execute({
 runs the graph in-process; registered on an App, `workflows.ResearchWorkflow` runs the same node
 functions durably. Both loop on `next_node` until it says `done`, ask `end_reason` why, and hand
 that to `ResearchSpec.finish`, which writes the report. `execute` can keep its execute rounds in a
-`RoundJournal` (a knowledge scan's activity journal) so that a retried attempt resumes there.
+`RoundJournal` (a knowledge scan's activity journal) so that a retried attempt resumes there. When
+`next_node` says `review`, the in-process runner asks the `ReviewPolicy`'s callback (the durable one
+waits for its `review` Update) and records the decision with `record_review`.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sleuth.agent import Agent
 from sleuth.errors import InvalidSettingError
 from sleuth.events import emit
+from sleuth.limits import UsageLimits
 from sleuth.models import resolve
 from sleuth.models.base import Model, OutputSchema
+from sleuth.pricing import require_price
 from sleuth.rag.tools import wire_datastores
 from sleuth.research.nodes import (
     EXECUTE_PROMPT,
+    BudgetSpent,
     CheckpointHook,
     causal_inference_node,
     execute_node,
@@ -33,10 +38,20 @@ from sleuth.research.nodes import (
     summarize_node,
 )
 from sleuth.research.report import ResearchReport, build_final_state, finish
-from sleuth.research.router import MAX_LOOPS, EndReason, Node, end_reason, next_node, unknown_node
+from sleuth.research.review import ask_reviewer
+from sleuth.research.router import (
+    MAX_LOOPS,
+    EndReason,
+    Node,
+    end_reason,
+    next_node,
+    unknown_node,
+)
 from sleuth.research.state import ResearchState
+from sleuth.review import ReviewError, ReviewPolicy, ReviewSettings
 from sleuth.state import LoopState
 from sleuth.strict import StrictInput
+from sleuth.telemetry import span
 from sleuth.tools import Tool
 
 T = TypeVar("T")
@@ -49,6 +64,8 @@ MAX_ITERATIONS = 100
 """The most model turns one execute round may take."""
 MAX_OUTPUT_TOKENS = 200_000
 """The largest `max_output_tokens` a spec accepts."""
+MAX_COST_USD = 100_000.0
+"""The largest cost budget (`max_cost_usd`) a spec or a run accepts."""
 
 
 def check_prompt(prompt: str) -> str:
@@ -77,6 +94,11 @@ class ResearchInputs(StrictInput):
     """Replans allowed, 0 to 10 (default: the config's)."""
     max_regenerations: int | None = Field(default=None, ge=0, le=MAX_LOOPS)
     """Regenerations allowed, 0 to 10 (default: the config's)."""
+    max_cost_usd: float | None = Field(default=None, gt=0.0, le=MAX_COST_USD)
+    """The run's cost budget in USD, more than 0 (default: the config's; none without one)."""
+    review: ReviewSettings | None = None
+    """Where the run pauses for a person and how long it waits, e.g. `{"points": ["summary"],
+    "timeout_seconds": 3600, "on_timeout": "reject"}` (default: the config's review policy)."""
     causal_inference: bool | None = None
     """Whether the causal inference node runs after execute (default: the config's)."""
 
@@ -156,6 +178,8 @@ class ResearchSpec:
         max_iterations: int = 12,
         max_output_tokens: int | None = None,
         name: str = "research",
+        review: ReviewPolicy | None = None,
+        max_cost_usd: float | None = None,
     ):
         _check_range("grounding_threshold", grounding_threshold, 0.0, 1.0)
         _check_range("max_replans", max_replans, 0, MAX_LOOPS)
@@ -178,6 +202,15 @@ class ResearchSpec:
         self.max_iterations = max_iterations
         self.max_output_tokens = max_output_tokens
         self.name = name
+        self.review = review
+        self.max_cost_usd = max_cost_usd
+        if max_cost_usd is not None:
+            if not 0 < max_cost_usd <= MAX_COST_USD:
+                raise InvalidSettingError(
+                    f"max_cost_usd must be more than 0 and at most {MAX_COST_USD:g}, got "
+                    f"{max_cost_usd}"
+                )
+            self.check_priced()
         if isinstance(datastores, Mapping):
             # Wire once now so a bad mapping fails at definition time, not mid-run.
             wire_datastores(datastores)
@@ -191,24 +224,41 @@ class ResearchSpec:
         grounding_threshold: float | None = None,
         max_replans: int | None = None,
         max_regenerations: int | None = None,
+        max_cost_usd: float | None = None,
+        review: ReviewSettings | None = None,
         causal_inference: bool | None = None,
     ) -> ResearchState:
-        """A fresh run's state; the keyword arguments override the spec's settings for this run.
-        Out-of-bounds values raise a ValidationError (a ValueError) naming the field."""
+        """A fresh run's state; the keyword arguments override the spec's settings (limits,
+        review, causal inference) for this run. Out-of-bounds values raise a ValidationError (a
+        ValueError) naming the field."""
         inputs = ResearchInputs(
             prompt=prompt,
             grounding_threshold=grounding_threshold,
             max_replans=max_replans,
             max_regenerations=max_regenerations,
+            max_cost_usd=max_cost_usd,
+            review=review,
             causal_inference=causal_inference,
         )
+        budget = _pick(inputs.max_cost_usd, self.max_cost_usd)
+        if budget is not None:
+            self.check_priced()
+        spec_review = self.review.settings() if self.review is not None else None
         return ResearchState(
             prompt=inputs.prompt,
             grounding_threshold=_pick(inputs.grounding_threshold, self.grounding_threshold),
             max_replans=_pick(inputs.max_replans, self.max_replans),
             max_regenerations=_pick(inputs.max_regenerations, self.max_regenerations),
             causal_inference=_pick(inputs.causal_inference, self.causal_inference),
+            max_cost_usd=budget,
+            review=inputs.review or spec_review,
         )
+
+    def check_priced(self) -> None:
+        """Raise unless every model of the spec has a price (a cost budget needs them)."""
+        require_price(self.model)
+        if self.judge is not None:
+            require_price(self.judge)
 
     async def execute(
         self,
@@ -218,9 +268,13 @@ class ResearchSpec:
         journal: RoundJournal | None = None,
     ) -> ResearchResult:
         """Run the graph in-process. `inputs`: `{"prompt": ..., "grounding_threshold"?, "max_replans"?,
-        "max_regenerations"?, "causal_inference"?}` (see `ResearchInputs`) or the prompt itself. `app` resolves
-        datastore names (default: the App the current worker serves). With a `journal` the run
-        starts from what it holds and records its execute rounds there (see `RoundJournal`)."""
+        "max_regenerations"?, "max_cost_usd"?, "review"?, "causal_inference"?}` (see
+        `ResearchInputs`) or the prompt itself. `app` resolves datastore names (default: the App
+        the current worker serves). With a `journal` the run starts from what it holds and records
+        its execute rounds there (see `RoundJournal`).
+
+        With review points, the spec's `ReviewPolicy.callback` decides each review; a review
+        that times out with `on_timeout="fail"` raises `ReviewTimedOut`."""
         if isinstance(inputs, str):
             inputs = ResearchInputs(prompt=inputs)
         elif not isinstance(inputs, ResearchInputs):
@@ -230,19 +284,32 @@ class ResearchSpec:
             grounding_threshold=inputs.grounding_threshold,
             max_replans=inputs.max_replans,
             max_regenerations=inputs.max_regenerations,
+            max_cost_usd=inputs.max_cost_usd,
+            review=inputs.review,
             causal_inference=inputs.causal_inference,
         )
+        if state.review is not None and (self.review is None or self.review.callback is None):
+            raise ReviewError(
+                f"research {self.name!r} pauses for review ({', '.join(state.review.points)}) "
+                "but has no review callback to ask in-process: pass "
+                "create_research_workflow(review=ReviewPolicy(callback=...)), or run it durably "
+                "(ResearchWorkflow) and answer with `sleuth review RUN_ID`"
+            )
         loop: LoopState | None = None
         if journal is not None:
             state = journal.get("research", ResearchState) or state
             loop = journal.get("loop", LoopState)
-        while (node := next_node(state)) != Node.DONE:
-            if node == Node.EXECUTE and journal is not None:
-                state = await self._journaled_round(state, journal, loop, app)
-                loop = None
-            else:
-                state = await self.run_node(node, state, app=app)
-        state, report = self.finish(state, end_reason(state))
+        with span(f"research {self.name}", **{"sleuth.research": self.name}):
+            while (node := next_node(state)) != Node.DONE:
+                if node == Node.REVIEW:
+                    assert self.review is not None and self.review.callback is not None
+                    state = await ask_reviewer(self.review.callback, self.name, state)
+                elif node == Node.EXECUTE and journal is not None:
+                    state = await self._journaled_round(state, journal, loop, app)
+                    loop = None
+                else:
+                    state = await self.run_node(node, state, app=app)
+            state, report = self.finish(state, end_reason(state))
         return ResearchResult(final_state=report, state=state, output_schema=self.output_schema)
 
     async def _journaled_round(
@@ -282,28 +349,31 @@ class ResearchSpec:
         checkpoint: LoopState | None = None,
         on_checkpoint: CheckpointHook | None = None,
     ) -> ResearchState:
-        """Run one node on `state` and return the new state (`state` itself is not changed)."""
-        match node:
-            case Node.EXECUTE:
-                updated = await execute_node(
-                    self, state, app=app, checkpoint=checkpoint, on_checkpoint=on_checkpoint
+        """Run one node on `state` and return the new state (`state` itself is not changed).
+
+        A node whose next model request the run's cost budget cannot pay for stops there: the
+        new state says `budget_exhausted`, and the router ends the run."""
+        with span(f"research.{node.value}", **{"sleuth.research": self.name}) as node_span:
+            try:
+                updated = await self._run(node, state, app, checkpoint, on_checkpoint)
+            except BudgetSpent as exc:
+                updated = state.model_copy(
+                    update={"budget_exhausted": True, "usage": state.usage + exc.spent}
                 )
-            case Node.CAUSAL_INFERENCE:
-                updated = await causal_inference_node(self, state)
-            case Node.SUMMARIZE:
-                updated = await summarize_node(self, state)
-            case Node.GROUNDING_EVAL:
-                updated = await grounding_eval_node(self, state)
-            case Node.REGENERATE:
-                updated = await regenerate_node(self, state)
-            case Node.REPLAN:
-                updated = await replan_node(self, state)
-            case _:
-                raise unknown_node(node)
-        updated.node = node
-        updated.nodes = [*state.nodes, node]
-        updated.evidence_count = len(updated.evidence)
-        updated.total_tokens = updated.usage.total_tokens
+            updated.node = node
+            updated.nodes = [*state.nodes, node]
+            updated.evidence_count = len(updated.evidence)
+            updated.total_tokens = updated.usage.total_tokens
+            updated.cost_usd = updated.usage.cost_usd
+            node_span.set_attributes(
+                {
+                    "sleuth.tokens": updated.total_tokens - state.total_tokens,
+                    "sleuth.cost_usd": updated.cost_usd - state.cost_usd,
+                    "sleuth.evidence_count": updated.evidence_count,
+                }
+            )
+            if updated.grounding_score is not None:
+                node_span.set_attribute("sleuth.grounding_score", updated.grounding_score)
         emit(
             "research.node",
             research=self.name,
@@ -313,6 +383,31 @@ class ResearchSpec:
             regeneration_count=updated.regeneration_count,
         )
         return updated
+
+    async def _run(
+        self,
+        node: Node,
+        state: ResearchState,
+        app: DatastoreSource | None,
+        checkpoint: LoopState | None,
+        on_checkpoint: CheckpointHook | None,
+    ) -> ResearchState:
+        match node:
+            case Node.EXECUTE:
+                return await execute_node(
+                    self, state, app=app, checkpoint=checkpoint, on_checkpoint=on_checkpoint
+                )
+            case Node.CAUSAL_INFERENCE:
+                return await causal_inference_node(self, state)
+            case Node.SUMMARIZE:
+                return await summarize_node(self, state)
+            case Node.GROUNDING_EVAL:
+                return await grounding_eval_node(self, state)
+            case Node.REGENERATE:
+                return await regenerate_node(self, state)
+            case Node.REPLAN:
+                return await replan_node(self, state)
+        raise unknown_node(node)
 
     def finish(
         self, state: ResearchState, reason: EndReason, *, evidence_chars: int | None = None
@@ -328,8 +423,11 @@ class ResearchSpec:
 
     # -- helpers the nodes share ------------------------------------------------------------
 
-    def build_agent(self, app: DatastoreSource | None = None) -> Agent:
-        """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore."""
+    def build_agent(
+        self, app: DatastoreSource | None = None, *, max_cost_usd: float | None = None
+    ) -> Agent:
+        """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore,
+        held to `max_cost_usd` (what is left of the run's cost budget) when given."""
         datastores = self.datastores
         if datastores is not None and not isinstance(datastores, Mapping):
             if app is None:
@@ -346,6 +444,7 @@ class ResearchSpec:
             reflexion=True,
             max_iterations=self.max_iterations,
             max_output_tokens=self.max_output_tokens,
+            limits=None if max_cost_usd is None else UsageLimits(max_cost_usd=max(max_cost_usd, 0)),
             name=f"{self.name}.execute",
         )
 
@@ -371,6 +470,8 @@ def create_research_workflow(
     max_iterations: int = 12,
     max_output_tokens: int | None = None,
     name: str = "research",
+    review: ReviewPolicy | None = None,
+    max_cost_usd: float | None = None,
 ) -> ResearchSpec:
     """A research graph with a post-hoc grounding loop.
 
@@ -381,6 +482,11 @@ def create_research_workflow(
     `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
     `report: Report = result.final_state["structured_output"]`, `["grounding_score"]`,
     `["replan_count"]` (or the same as attributes).
+
+    `review=ReviewPolicy(points=["plan", "summary"], timeout_seconds=..., on_timeout=...,
+    callback=...)` pauses runs for a person (see `sleuth.review`); `max_cost_usd` is each run's
+    cost budget in USD at the models' prices (`sleuth.pricing`), enforced before every model
+    request like the token limits of `UsageLimits`.
     """
     return ResearchSpec(
         model=model,
@@ -396,6 +502,8 @@ def create_research_workflow(
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
         name=name,
+        review=review,
+        max_cost_usd=max_cost_usd,
     )
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from sleuth.models.base import Usage
 from sleuth.research.router import EndReason, Node, ResearchDigest
+from sleuth.review import ReviewRecord
 from sleuth.state import EvidenceItem
 
 __all__ = ["Citation", "ClaimRecord", "Record", "ResearchDigest", "ResearchState"]
@@ -96,6 +97,11 @@ class ResearchState(ResearchDigest):
     agent_stop_reasons: list[str] = Field(default_factory=list)
     end_reason: EndReason | None = None
     """Set by the finish step: why the run ended (see `sleuth.research.end_reason`)."""
+    review_remark: str | None = None
+    """A reviewer's remark for the next node to act on (a `revise` decision); the node that
+    writes the plan or summary again consumes it."""
+    reviews: list[ReviewRecord] = Field(default_factory=list)
+    """The reviews decided so far, in order."""
 
     def digest(self) -> ResearchDigest:
         """The router's view, without the (possibly large) evidence."""

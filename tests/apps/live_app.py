@@ -1,6 +1,7 @@
 """A research config whose execute loop calls `quick` and then `gated`, for live-event tests
 (`--app tests.apps.live_app:app`). With `$SLEUTH_TEST_LIVE_GATE` set to a folder, `gated` waits
-until a `release` file appears there, so a test can watch events arrive mid-run."""
+until a `release` file appears there, so a test can watch events arrive mid-run. The config
+`reviewed-prices` is the same research paused for a person's review of its summary."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 from sleuth import App, tool
 from sleuth.models.base import ModelResponse
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
-from sleuth.research import Node, create_research_workflow, node_of_request
+from sleuth.research import Node, ResearchSpec, create_research_workflow, node_of_request
+from sleuth.review import ReviewPolicy
 
 GATE_ENV = "SLEUTH_TEST_LIVE_GATE"
 
@@ -43,15 +45,18 @@ def respond(call: ModelCall) -> ModelResponse:
     return text("Acme charges $40 per seat and Globex $55 per seat.")
 
 
-app = App(name="live-demo")
-app.research(
-    "prices",
-    create_research_workflow(
+def prices(review: ReviewPolicy | None = None) -> ResearchSpec:
+    return create_research_workflow(
         model=ScriptedModel(responder=respond),
         tools=[quick, gated],
         judge_model=False,
         causal_inference=False,
         max_replans=0,
         max_regenerations=0,
-    ),
-)
+        review=review,
+    )
+
+
+app = App(name="live-demo")
+app.research("prices", prices())
+app.research("reviewed-prices", prices(ReviewPolicy(points=["summary"])))

@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from sleuth.app import App
-from workers.binaries import temporal_test_server
+from workers.binaries import temporal_cli, temporal_test_server
 from workers.worker import build_worker
 
 
@@ -29,6 +29,26 @@ async def worker_on_test_server(app: App) -> AsyncIterator[tuple[Client, str]]:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(temporal_test_server()),
         data_converter=pydantic_data_converter,
+    )
+    try:
+        task_queue = str(uuid.uuid4())
+        async with build_worker(env.client, app, task_queue=task_queue):
+            yield env.client, task_queue
+    finally:
+        await env.shutdown()
+
+
+@contextlib.asynccontextmanager
+async def worker_on_dev_server(
+    app: App, extra_args: list[str] | None = None
+) -> AsyncIterator[tuple[Client, str]]:
+    """Like `worker_on_test_server`, on a fresh in-memory dev server started with `extra_args`
+    (a history with search-attribute upserts needs a server that has the attributes)."""
+    os.environ.setdefault("SLEUTH_HOME", tempfile.mkdtemp(prefix="sleuth-history-"))
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli()),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=extra_args or [],
     )
     try:
         task_queue = str(uuid.uuid4())

@@ -1,0 +1,128 @@
+"""`sleuth research --review` and `sleuth review` from the outside, against the dev server: the
+run pauses, the person reads what waits and decides from another terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from sleuth.events import Event
+from sleuth.review import PendingReview
+from tests.worker_processes import wait_for
+from workers.cli_events import describe_event
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def env(address: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "RESEARCH_TOOL_LOG": str(tmp_path / "tools.txt"),
+    }
+
+
+def sleuth(address: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from workers.cli import main; main()", *args],
+        cwd=ROOT, env=env(address, tmp_path), capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def test_a_person_reviews_a_running_research_from_another_terminal(
+    dev_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    address = dev_env.client.service_client.config.target_host
+    research = subprocess.Popen(
+        [sys.executable, "-c", "from workers.cli import main; main()", "research",
+         "Acme widgets?", "--app", "tests.apps.research_app:app", "--research", "crash",
+         "--review", "summary", "--task-queue", str(uuid.uuid4())],
+        cwd=ROOT, env=env(address, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert research.stdout is not None
+        first = research.stdout.readline()
+        assert first.startswith("research run ") and first.strip().endswith("started")
+        run_id = first.split()[2]
+        handle = dev_env.client.get_workflow_handle(run_id)
+
+        async def waits(review_id: str) -> bool:
+            pending = await handle.query("pending_review", result_type=PendingReview | None)  # type: ignore[arg-type]
+            return pending is not None and pending.review_id == review_id  # type: ignore[union-attr]
+
+        await wait_for(lambda: waits("summary-1"), "the summary review")
+        shown = sleuth(address, tmp_path, "review", run_id, "--json")
+        assert shown.returncode == 0, shown.stderr
+        pending = PendingReview.model_validate(json.loads(shown.stdout))
+        assert pending.kind == "summary" and "40 thousand widgets" in pending.details["summary"]
+        assert f"sleuth review {run_id} --approve" in shown.stderr
+
+        revised = sleuth(address, tmp_path, "review", run_id, "--revise", "Cite the report.")
+        assert revised.returncode == 0, revised.stderr
+        assert f"revise: sent to {run_id} (summary-1)" in revised.stdout
+        await wait_for(lambda: waits("summary-2"), "the revised summary's review")
+        approved = sleuth(address, tmp_path, "review", run_id, "--approve")
+        assert approved.returncode == 0, approved.stderr
+        out, err = research.communicate(timeout=120)
+    finally:
+        if research.poll() is None:
+            research.kill()
+            research.wait()
+    assert research.returncode == 0, err
+    report = first + out
+    assert f"awaiting review: decide with `sleuth review {run_id}`" in report
+    assert "Review summary-1: revise (Cite the report.)" in report
+    assert "Review summary-2: approve" in report
+    assert "Cost: $0\n" in report  # the scripted model is free
+
+    nothing = sleuth(address, tmp_path, "review", run_id)
+    assert nothing.returncode == 0
+    assert f"nothing waits for review on {run_id} (status: completed)" in nothing.stdout
+    missing = sleuth(address, tmp_path, "review", "research-nope")
+    assert missing.returncode == 2 and "no run 'research-nope'" in missing.stderr
+
+
+def test_the_event_lines_say_what_waits_and_how_it_was_decided() -> None:
+    awaiting = Event(
+        event_type="research.review.awaiting",
+        run_id="research-market-1",
+        timestamp=0.0,
+        data={"review_id": "summary-1", "kind": "summary", "subject": "summary for 'q'"},
+    )
+    assert describe_event(awaiting) == (
+        "  ⏸ awaiting review summary-1 (summary for 'q'): decide with "
+        "`sleuth review research-market-1`"
+    )
+    tool = Event(
+        event_type="agent.approval.awaiting",
+        run_id="agent-1",
+        timestamp=0.0,
+        data={"agent": "mailer", "tool": "send_email", "review_id": "tool-call_1"},
+    )
+    assert "(call send_email)" in describe_event(tool)
+    decided = Event(
+        event_type="research.review",
+        run_id="research-market-1",
+        timestamp=0.0,
+        data={"review_id": "summary-1", "decision": "reject", "timed_out": True},
+    )
+    assert describe_event(decided) == "  ✓ review summary-1: reject (timed out)"
+    approved = Event(
+        event_type="agent.approval",
+        run_id="agent-1",
+        timestamp=0.0,
+        data={"tool": "send_email", "decision": "approve", "timed_out": False},
+    )
+    assert describe_event(approved) == "  ✓ call send_email: approve"
