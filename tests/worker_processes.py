@@ -18,6 +18,7 @@ from temporalio.client import WorkflowHandle
 
 from activities.checkpoints import journal_name, read_journal
 from sleuth.artifacts import default_artifact_store
+from tests.timeouts import scaled
 from workers.embedded import port_open
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +68,7 @@ def stop(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM) -> 
         return
     os.killpg(process.pid, sig)
     try:
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
@@ -77,12 +78,13 @@ async def wait_for(
     condition: Callable[[], bool | Awaitable[bool]],
     what: str,
     *,
-    timeout: float = 90.0,
+    timeout: float | None = None,
     detail: Callable[[], str] | None = None,
 ) -> None:
-    """Poll `condition` (sync or async) until it holds; fail naming `what` (and `detail()`)."""
+    """Poll `condition` (sync or async) until it holds, for `timeout` seconds (default
+    `scaled(90)`); fail naming `what` (and `detail()`)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + (timeout if timeout is not None else scaled(90))
     while True:
         outcome = condition()
         if inspect.isawaitable(outcome):
@@ -149,6 +151,6 @@ def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
 def stop_foreground_server(process: subprocess.Popen[str]) -> str:
     """Ctrl-C for `sleuth server`; returns the rest of its output."""
     process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=60)
+    output, _ = process.communicate(timeout=scaled(60))
     assert process.returncode == 0, output
     return output
