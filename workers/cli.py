@@ -33,6 +33,7 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_agent",
     "workers.cli_codec",
     "workers.cli_serve",
+    "workers.cli_doctor",
 ]
 
 
@@ -48,10 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    load_settings()  # every SLEUTH_* variable is checked before any command starts
-    configure_logging()
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not getattr(args, "reports_bad_settings", False):
+        load_settings()  # every SLEUTH_* variable is checked before any command starts
+        configure_logging()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
