@@ -129,10 +129,13 @@ def free_port_pair() -> int:
     raise RuntimeError("no free port pair found")
 
 
-def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """Run `sleuth server ARGS`; returns the process and its output once it says it is ready."""
+def start_foreground_server(
+    *args: str, command: list[str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """Run `sleuth server ARGS` (or `command`); returns the process and its output once it says
+    it is ready."""
     process = subprocess.Popen(
-        sleuth_command("server", *args),
+        command or sleuth_command("server", *args),
         env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -148,9 +151,9 @@ def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
     raise AssertionError("`sleuth server` never became ready:\n" + "".join(seen))
 
 
-def stop_foreground_server(process: subprocess.Popen[str]) -> str:
-    """Ctrl-C for `sleuth server`; returns the rest of its output."""
-    process.send_signal(signal.SIGINT)
+def stop_foreground_server(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> str:
+    """Ctrl-C (or `sig`) for `sleuth server`; returns the rest of its output."""
+    process.send_signal(sig)
     output, _ = process.communicate(timeout=scaled(60))
     assert process.returncode == 0, output
     return output
