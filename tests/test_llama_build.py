@@ -39,4 +39,4 @@ def test_the_flags_stay_portable_and_leave_out_what_sleuth_never_loads() -> None
 
 def test_the_readme_says_how_long_the_build_takes() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert f"about {llama_build.BUILD_MINUTES} min" in readme
+    assert f"about {llama_build.BUILD_MINUTES:g} min" in readme

@@ -41,14 +41,16 @@ UNUSED_PARTS_OFF: tuple[str, ...] = (
 CMAKE_ARGS = " ".join(PORTABLE_CPU_FLAGS + UNUSED_PARTS_OFF)
 """The value of the `CMAKE_ARGS` environment variable every documented install uses."""
 
-BUILD_MINUTES = 4
-"""About how long pip takes to build llama.cpp with `CMAKE_ARGS` on 2 idle cores (measured)."""
+BUILD_MINUTES = 3.5
+"""About how long pip takes to build llama.cpp with `CMAKE_ARGS` on 2 idle cores: the build took
+390 s of CPU time (the portable flags alone: 480 s), and it keeps both cores busy (README, Local
+model, for the measurement)."""
 
 INSTALL_COMMAND = f'CMAKE_ARGS="{CMAKE_ARGS}" pip install "sleuth[local]"'
 """The command that installs the local model's runtime (from a checkout: `-e ".[local]"`)."""
 
 BUILD_NOTE = (
-    f"pip builds llama.cpp from source: about {BUILD_MINUTES} min on 2 cores, silently unless "
+    f"pip builds llama.cpp from source: about {BUILD_MINUTES:g} min on 2 cores, silently unless "
     "you add -v"
 )
 """What a person waiting for the install should know."""
