@@ -537,7 +537,8 @@ def _require_llama_cpp() -> None:
     try:
         import llama_cpp  # noqa: F401
     except ImportError as exc:
-        raise NonRetryableModelError(f"{INSTALL_HINT}\n(import failed: {exc})") from exc
+        # `from None`: a failed run reports its root cause, and this message is the one to show.
+        raise NonRetryableModelError(f"{INSTALL_HINT}\n(import failed: {exc})") from None
 
 
 def _compile_template(source: str | None) -> Any:
