@@ -398,6 +398,11 @@ def check_settings(environ: dict[str, str] | None = None) -> list[Finding]:
     env = dict(os.environ if environ is None else environ)
     findings: list[Finding] = []
     known = set(ENV_VARIABLES)
+    try:
+        load_settings()
+        problem = ""
+    except SettingsError as exc:
+        problem = str(exc)
     for name in sorted(env):
         value = env[name]
         if not value.strip():
@@ -415,13 +420,13 @@ def check_settings(environ: dict[str, str] | None = None) -> list[Finding]:
                     f"{hint}the settings are listed in the README (Sleuth's own settings)",
                 )
             )
+        elif f"{name}=" in problem:
+            continue  # reported below, as broken
         elif name in known or name.startswith("TEMPORAL_"):
             shown = HIDDEN if name in _SECRET_VARIABLES else redact(value)
             findings.append(Finding("settings", "ok", f"{name}={shown}"))
-    try:
-        load_settings()
-    except SettingsError as exc:
-        findings.append(Finding("settings", "fail", str(exc), "fix or unset that variable"))
+    if problem:
+        findings.append(Finding("settings", "fail", problem, "fix or unset that variable"))
     if not any(f.message.startswith(f"{ENV_PREFIX}HOME=") for f in findings):
         findings.append(Finding("settings", "ok", f"SLEUTH_HOME unset: data in {DEFAULT_HOME}"))
     return findings
