@@ -20,6 +20,8 @@ from typing import Any
 
 import websockets
 
+from tests.timeouts import scaled
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
     "--headless",
@@ -89,7 +91,7 @@ async def open_page(url: str) -> AsyncIterator[Page]:
                     break
             assert devtools, "chromium did not open its DevTools port"
             listing = f"http://127.0.0.1:{devtools.group(1)}/json/list"
-            with urllib.request.urlopen(listing, timeout=30) as response:
+            with urllib.request.urlopen(listing, timeout=scaled(30)) as response:
                 targets = json.loads(response.read())
             tab = next(t for t in targets if t["type"] == "page")
             async with websockets.connect(tab["webSocketDebuggerUrl"], max_size=None) as socket:
@@ -100,7 +102,7 @@ async def open_page(url: str) -> AsyncIterator[Page]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
             try:
-                process.wait(timeout=30)
+                process.wait(timeout=scaled(30))
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)

@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-_READY_SECONDS = 120
+from tests.timeouts import scaled
+
+_READY_SECONDS = scaled(120)
 
 
 def _free_port() -> int:
@@ -57,7 +59,7 @@ def running_chroma() -> Iterator[str]:
     finally:
         server.terminate()
         try:
-            server.wait(timeout=60)
+            server.wait(timeout=scaled(60))
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()

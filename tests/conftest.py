@@ -114,3 +114,9 @@ def chroma_url() -> Iterator[str]:
 
     with running_chroma() as url:
         yield url
+
+
+def pytest_report_header() -> str:
+    from tests.timeouts import FACTOR, FACTOR_ENV
+
+    return f"test timeouts x{FACTOR:g} ({FACTOR_ENV}, or from the load average when unset)"

@@ -31,6 +31,7 @@ from activities.scan_models import ScanRequest, ScanSettings
 from sleuth.artifacts import LocalArtifactStore, default_artifact_store, get_json
 from sleuth.research import NODES
 from tests.apps.fault_app import CELLS, FAULT_DIR_ENV, Cell
+from tests.timeouts import scaled
 from tests.worker_processes import start_sleuth_worker, stop, wait_for
 from workflows import (
     AgentWorkflow,
@@ -198,8 +199,8 @@ async def run_matrix(
     folder: Path,
     cells: list[Cell] | None = None,
     *,
-    arrival_timeout: float = 240.0,
-    completion_timeout: float = 300.0,
+    arrival_timeout: float | None = None,
+    completion_timeout: float | None = None,
 ) -> MatrixReport:
     """Run the cells, kill their worker, start another and wait for every run (see the module
     docstring). `folder` is the cells' control folder; the worker's log is written there."""
@@ -221,7 +222,7 @@ async def run_matrix(
         await wait_for(
             lambda: not missing(),
             "every cell at its point",
-            timeout=arrival_timeout,
+            timeout=arrival_timeout or scaled(240),
             detail=lambda: f"not there: {missing()}\n{log.read_text()[-3000:]}",
         )
         after = [c for c in cells if c.kill == "after-tool"]
@@ -234,7 +235,7 @@ async def run_matrix(
                     return False
             return True
 
-        await wait_for(checkpointed, "the gated tool calls' checkpoints", timeout=60)
+        await wait_for(checkpointed, "the gated tool calls' checkpoints", timeout=scaled(60))
         kill_time = time.time()
         stop(first, signal.SIGKILL)
         for cell in cells:
@@ -246,7 +247,7 @@ async def run_matrix(
         second = start_sleuth_worker(APP, address, task_queue, env=env, log=log)
         results = await asyncio.wait_for(
             asyncio.gather(*(h.result() for h in handles), return_exceptions=True),
-            completion_timeout,
+            completion_timeout or scaled(300),
         )
     finally:
         stop(first, signal.SIGKILL)

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.timeouts import scaled
+
 _LISTENING = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
 
 
@@ -25,7 +27,7 @@ class LlamaServer:
     def stop(self) -> None:
         self.process.terminate()
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=scaled(30))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -37,7 +39,7 @@ def start_llama_server(
     *,
     alias: str,
     chat_format: str | None = None,
-    ready_within: float = 600.0,
+    ready_within: float | None = None,
 ) -> LlamaServer:
     """Start the server on port 0 (the OS picks a free port) and return once it listens.
 
@@ -64,7 +66,7 @@ def start_llama_server(
         command += ["--chat_format", chat_format]
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + ready_within
+    deadline = time.monotonic() + (ready_within or scaled(600))
     while True:
         text = log.read_text(errors="replace")
         listening = _LISTENING.search(text)

@@ -22,8 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.timeouts import scaled
+
 _START_ATTEMPTS = 3
-_READY_SECONDS = 120
+_READY_SECONDS = scaled(120)
 
 
 def postgres_bin() -> Path:
@@ -105,7 +107,7 @@ def running_postgres() -> Iterator[str]:
         finally:
             server.send_signal(signal.SIGINT)  # fast shutdown
             try:
-                server.wait(timeout=60)
+                server.wait(timeout=scaled(60))
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()

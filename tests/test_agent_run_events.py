@@ -11,6 +11,7 @@ from sleuth.agent import Agent, AgentResult
 from sleuth.events import Event, get_event_bus, run_context
 from sleuth.models.scripted import ScriptedModel, text, tool_call
 from sleuth.tools import tool
+from tests.timeouts import scaled
 
 
 @tool
@@ -44,7 +45,7 @@ async def test_an_event_arrives_while_the_run_is_still_going() -> None:
     @tool
     def slow(query: str) -> str:
         """Wait until the test lets it finish."""
-        released.wait(timeout=30)
+        released.wait(timeout=scaled(30))
         return "done"
 
     agent = Agent(ScriptedModel([tool_call("slow", query="q"), text("ok")]), [slow])
@@ -77,7 +78,7 @@ async def test_run_also_publishes_to_an_enclosing_run_context() -> None:
         stream = get_event_bus().subscribe(rid)
         seen = asyncio.ensure_future(anext(stream))
         yielded = [item async for item in agent.run("go")]
-        published = await asyncio.wait_for(seen, timeout=10)
+        published = await asyncio.wait_for(seen, timeout=scaled(10))
         await get_event_bus().close_stream(rid)
     assert published.event_type == "agent.iteration"
     assert published.run_id == rid
@@ -102,9 +103,9 @@ async def test_leaving_the_loop_early_cancels_the_run() -> None:
     stream = agent.run("go")
     async for _ in stream:
         break
-    await asyncio.wait_for(started.wait(), timeout=10)
+    await asyncio.wait_for(started.wait(), timeout=scaled(10))
     await stream.aclose()
-    await asyncio.wait_for(cancelled.wait(), timeout=10)
+    await asyncio.wait_for(cancelled.wait(), timeout=scaled(10))
 
 
 async def test_a_failing_run_raises_from_the_iterator() -> None:

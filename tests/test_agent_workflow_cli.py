@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from tests.timeouts import scaled
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +24,13 @@ async def sleuth(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TEMPORAL_ADDRESS": address, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-c", "from workers.cli import main; main()", *args]
     return await asyncio.to_thread(
-        subprocess.run, command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        subprocess.run,
+        command,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
     )
 
 

@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.agent_models import AgentRequest
 from tests.apps.agent_app import GATE_ENV, NOTES, RECORD_ENV, read_record
+from tests.timeouts import scaled
 from tests.worker_processes import start_sleuth_worker, stop, wait_for
 from workflows import AgentWorkflow
 
@@ -55,7 +56,7 @@ async def test_killing_the_worker_inside_a_subagent_redoes_only_the_subagent(
         second = start_sleuth_worker(APP, address, task_queue, env=extra, log=log)
         await wait_for((gate / "started-2").exists, "started-2", detail=log.read_text)
         (gate / "release").touch()
-        outcome = await asyncio.wait_for(handle.result(), timeout=120)
+        outcome = await asyncio.wait_for(handle.result(), timeout=scaled(120))
     finally:
         stop(first, signal.SIGKILL)
         stop(second)

@@ -20,6 +20,7 @@ import workers.session
 from sleuth.app import App, load_app
 from sleuth.config import web_ui_url, workflow_link
 from tests.apps.ping_app import PingWorkflow
+from tests.timeouts import scaled
 from workers.cli import COMMAND_MODULES, build_parser
 from workers.cli_research import run_research_command
 from workers.session import open_session, workflow_pollers
@@ -125,7 +126,7 @@ async def test_a_command_connects_once_and_loads_no_app_when_a_worker_serves_the
     async with build_worker(
         dev_env.client, load_app("tests.apps.ping_app:app"), task_queue=task_queue
     ):
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while await workflow_pollers(dev_env.client, task_queue) == 0:
             assert time.monotonic() < deadline, "the worker never polled its task queue"
             await asyncio.sleep(0.1)
@@ -212,13 +213,13 @@ async def test_sleuth_worker_polls_until_sigterm_then_stops_cleanly(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while await workflow_pollers(dev_env.client, task_queue) == 0:
             assert process.poll() is None, process.communicate()[0]
             assert time.monotonic() < deadline, "the worker never polled its task queue"
             await asyncio.sleep(0.2)
         process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=60)
+        output, _ = process.communicate(timeout=scaled(60))
         # The server still lists the stopped worker's poller, but its process is gone: the next
         # command must start its own worker rather than wait for this one.
         assert await workflow_pollers(dev_env.client, task_queue) == 0
@@ -239,7 +240,7 @@ def test_sleuth_worker_config_names_the_missing_file(tmp_path: Path) -> None:
         env=cli_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 1
     assert f"--config {missing}" in result.stderr
@@ -251,7 +252,7 @@ def test_sleuth_worker_with_a_bad_app_says_what_to_fix() -> None:
         env=cli_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 1
     assert "cannot import 'no_such_module_here'" in result.stderr

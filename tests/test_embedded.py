@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.apps.ping_app import NapWorkflow, PingWorkflow
+from tests.timeouts import scaled
 from tests.worker_processes import (
     cli_env,
     free_port_pair,
@@ -97,7 +98,7 @@ async def test_sleuth_server_background_starts_a_detached_server_that_commands_r
         env=cli_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert started.returncode == 0, started.stderr
     record = read_background_server()
@@ -138,7 +139,7 @@ async def test_a_non_embedded_address_that_does_not_answer_is_a_clear_error(
 
 
 async def wait_for_status(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while True:
         try:
             return (await client.get_workflow_handle(workflow_id).describe()).status
@@ -155,7 +156,9 @@ async def test_sleuth_server_serves_the_web_ui_and_persists_to_sqlite(tmp_path: 
         "--port", str(port), "--ui-port", str(port + 1000), "--db-file", str(db_file)
     )
     try:
-        with urllib.request.urlopen(f"http://localhost:{port + 1000}/", timeout=10) as response:
+        with urllib.request.urlopen(
+            f"http://localhost:{port + 1000}/", timeout=scaled(10)
+        ) as response:
             assert response.status == 200
             assert b"<html" in response.read().lower()
         client = await connect(f"localhost:{port}")
@@ -186,7 +189,7 @@ async def test_sleuth_server_defaults_to_7233_and_the_web_ui_on_8233(
     monkeypatch.delenv("SLEUTH_EMBEDDED_ADDRESS", raising=False)
     process, banner = start_foreground_server()
     try:
-        with urllib.request.urlopen("http://localhost:8233/", timeout=10) as response:
+        with urllib.request.urlopen("http://localhost:8233/", timeout=scaled(10)) as response:
             assert response.status == 200
         assert await temporal_answers("localhost:7233")
     finally:
@@ -206,7 +209,7 @@ def test_sleuth_server_refuses_a_port_in_use(tmp_path: Path) -> None:
             env=cli_env(),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=scaled(60),
         )
     assert result.returncode == 1
     assert f"port {port}" in result.stderr and "sleuth server --status" in result.stderr

@@ -10,6 +10,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.fault_matrix import default_heartbeats, run_matrix
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -53,9 +54,11 @@ async def test_every_workflow_type_survives_sigkill_at_every_kind_of_step(
     slow = {
         o.cell.name: o.resumed_after
         for o in outcomes
-        if o.resumed_after is None or o.resumed_after > o.heartbeat_seconds + 10
+        if o.resumed_after is None or o.resumed_after > o.heartbeat_seconds + scaled(10)
     }
-    assert not slow, f"steps that did not resume within their heartbeat timeout + 10 s: {slow}"
+    assert not slow, (
+        f"steps that did not resume within their heartbeat timeout + {scaled(10):.0f} s: {slow}"
+    )
     # Every cell ran its tool calls (a kill mid-tool lets the retry complete that call once).
     assert all(o.calls for o in outcomes if o.cell.hold != "sink")
 

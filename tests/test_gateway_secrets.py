@@ -21,6 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.research_models import ResearchRequest
 from sleuth import App, create_research_workflow
 from sleuth.models.openai_compat import MEMORY
+from tests.timeouts import scaled
 from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
 
@@ -133,7 +134,7 @@ def test_the_key_stays_out_of_sleuth_research_output(
         },
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
 
     output = finished.stdout + finished.stderr

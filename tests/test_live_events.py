@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.research_models import ResearchRequest
 from tests.apps import live_app
 from tests.test_research_workflow import ResearchScript, research_app
+from tests.timeouts import scaled
 from workers.events import follow_events
 from workers.worker import build_worker
 from workflows import ResearchWorkflow
@@ -83,7 +84,7 @@ async def sleuth(address: str, *args: str, **env: str) -> subprocess.CompletedPr
         env=environment,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
     )
 
 

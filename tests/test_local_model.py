@@ -259,8 +259,10 @@ async def test_a_tiny_durable_research_run_on_the_local_model(
 
 
 def _conversation(topic: str) -> list[Message]:
+    # Long enough that keeping loop A's prefix spares well over SWITCH_TOKENS (128) of prompt
+    # evaluation, short enough to keep six prompt evaluations on a 0.5B model quick.
     notes = " ".join(
-        f"Note {i}: {topic} figure {i * 7} was reported in quarter {i % 4 + 1}." for i in range(40)
+        f"Note {i}: {topic} figure {i * 7} was reported in quarter {i % 4 + 1}." for i in range(15)
     )
     return [
         Message(role="system", content=f"You research {topic}. Background notes: {notes}"),

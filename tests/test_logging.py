@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tests.timeouts import scaled
+
 SCRIPT = """
 import sys
 from sleuth.log import configure_logging, get_logger
@@ -36,7 +38,7 @@ def run_logging(*args: str, **env: str) -> list[str]:
         env={**environment, **env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""  # logs go to stderr, never mixed into command output
@@ -103,7 +105,7 @@ def test_temporal_sdk_info_lines_are_quiet_unless_asked_for(
         env=environment,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 0, result.stderr
     assert ("node execute starts" in result.stderr) is sdk_info_shown
@@ -132,7 +134,7 @@ def test_logging_follows_a_swapped_stderr() -> None:
         env=environment,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 0, result.stderr
     assert "after.swap" in result.stderr

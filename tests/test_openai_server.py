@@ -35,6 +35,7 @@ from sleuth.models import Message, NonRetryableModelError, OutputSchema, ToolSpe
 from sleuth.models.openai import OpenAIModel
 from sleuth.models.openai_compat import MEMORY
 from tests.llama_server import LlamaServer, start_llama_server
+from tests.timeouts import scaled
 from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
 
@@ -129,10 +130,14 @@ class Exchange:
         settings.setdefault("openai_temperature", 0.0)
         client = httpx2.AsyncClient(
             event_hooks={"request": [self.on_request], "response": [self.on_response]},
-            timeout=600,
+            timeout=scaled(600),
         )
         return OpenAIModel(
-            server.model, base_url=server.base_url, http_client=client, timeout=600, **settings
+            server.model,
+            base_url=server.base_url,
+            http_client=client,
+            timeout=scaled(600),
+            **settings,
         )
 
 

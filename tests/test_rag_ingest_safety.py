@@ -12,6 +12,7 @@ import pytest
 
 from sleuth.rag.ingest import ingest_paths
 from sleuth.rag.stores import SQLiteStore
+from tests.timeouts import scaled
 from workers.cli import run as cli_run
 
 
@@ -126,7 +127,7 @@ def test_an_ingest_waits_for_another_writers_lock_on_a_sqlite_store(
         assert "shared.sqlite: another process is writing it" in line
     finally:
         holder._db.execute("COMMIT")
-    out, err = process.communicate(timeout=300)
+    out, err = process.communicate(timeout=scaled(300))
     assert process.returncode == 0, err
     assert "shared: 2 files (2 added)" in out
     assert holder.count() == 2
@@ -144,7 +145,7 @@ def test_an_ingest_waits_for_another_process_holding_a_local_qdrant_folder(
         assert "another process has it open" in line
     finally:
         holder.close()
-    out, err = process.communicate(timeout=300)
+    out, err = process.communicate(timeout=scaled(300))
     assert process.returncode == 0, err
     assert "qdrant:docs: 2 files (2 added)" in out
     reopened = QdrantVectorStore("docs")

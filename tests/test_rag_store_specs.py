@@ -25,6 +25,7 @@ from sleuth.rag.stores import (
     StoreError,
 )
 from sleuth.rag.stores.spec import open_store
+from tests.timeouts import scaled
 from workers.cli import run as cli_run
 
 
@@ -214,7 +215,7 @@ def test_the_qdrant_api_key_comes_from_the_environment(
     store = open_store(f"qdrant:{server.url}/docs")
     assert store.count() == 0
     # qdrant-client asks for the server version from a thread of its own; let it finish here.
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + scaled(120)
     while ("GET", "/") not in [(method, path) for method, path, _ in server.requests]:
         assert time.monotonic() < deadline, "qdrant-client never asked for the server version"
         time.sleep(0.05)

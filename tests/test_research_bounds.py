@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.errors import unwrap_cause
 from sleuth import App, create_research_workflow
 from sleuth.research import MAX_PROMPT_CHARS
+from tests.timeouts import scaled
 from workers.worker import build_worker
 
 LONG_PROMPT = "Tell me about the CRM market. " * 2_000
@@ -101,7 +102,7 @@ async def test_a_bad_request_fails_the_run_at_once(
             "ResearchWorkflow", payload, id=f"bad-research-{uuid.uuid4()}", task_queue=task_queue
         )
         with pytest.raises(WorkflowFailureError) as failure:
-            await asyncio.wait_for(handle.result(), timeout=30)
+            await asyncio.wait_for(handle.result(), timeout=scaled(30))
     message = str(unwrap_cause(failure.value))
     assert named in message
     assert LONG_PROMPT[:200] not in message

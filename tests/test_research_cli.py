@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.research_models import ResearchOutcome
 from tests.apps.research_app import TOOL_CALLS
 from tests.apps.research_app import app as research_app
+from tests.timeouts import scaled
 from workers.binaries import temporal_cli
 from workers.worker import build_worker
 
@@ -54,7 +55,7 @@ async def test_temporal_cli_starts_a_run_with_plain_json(
             ],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=scaled(60),
         )
         assert started.returncode == 0, started.stderr
         handle = dev_env.client.get_workflow_handle(workflow_id, result_type=ResearchOutcome)
@@ -71,7 +72,7 @@ def sleuth(address: str, *args: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, "TEMPORAL_ADDRESS": address, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
 
 

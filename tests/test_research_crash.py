@@ -13,6 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.research_models import ResearchOutcome, ResearchRequest
 from tests.apps.research_app import HOLD_AT, TOOL_CALLS
+from tests.timeouts import scaled
 from tests.worker_processes import pending_journal, start_sleuth_worker, stop, wait_for
 from workflows.research import ResearchWorkflow
 
@@ -60,7 +61,7 @@ async def test_killed_worker_resumes_without_repeating_tool_calls(
         stop(first, signal.SIGKILL)
         hold.unlink()
         second = start_sleuth_worker(APP, address, task_queue, env=env)
-        outcome: ResearchOutcome = await asyncio.wait_for(handle.result(), timeout=120)
+        outcome: ResearchOutcome = await asyncio.wait_for(handle.result(), timeout=scaled(120))
     finally:
         stop(first, signal.SIGKILL)
         stop(second)

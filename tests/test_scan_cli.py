@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.scan_models import ScanOutcome
 from tests.apps.scan_app import build_app
+from tests.timeouts import scaled
 from workers.session import workflow_pollers
 from workers.worker import build_worker
 
@@ -32,7 +33,7 @@ def sleuth(env: WorkflowEnvironment, *args: str) -> subprocess.CompletedProcess[
         },
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
     )
 
 

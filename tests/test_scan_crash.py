@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.scan_models import ScanRequest, ScanSettings
 from sleuth.sinks import SQLiteRowSink
+from tests.timeouts import scaled
 from tests.worker_processes import wait_for
 from workers.scans import run_chain, start_scan
 
@@ -58,14 +59,16 @@ async def test_scan_survives_sigkill_of_its_worker(dev_env: WorkflowEnvironment)
     second = None
     try:
         handle = await start_scan(client, request, task_queue=task_queue)
-        await wait_for(lambda: records_written() >= 300, "300 rows before the kill", timeout=180)
+        await wait_for(
+            lambda: records_written() >= 300, "300 rows before the kill", timeout=scaled(180)
+        )
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         at_kill = records_written()
         assert at_kill < ITEMS, "the scan finished before the kill; the test proves nothing"
 
         second = start_worker(address, task_queue)
-        outcome = await asyncio.wait_for(handle.result(), timeout=300)
+        outcome = await asyncio.wait_for(handle.result(), timeout=scaled(300))
     finally:
         for process in (first, second):
             if process is not None and process.poll() is None:

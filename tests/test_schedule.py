@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.scan_models import ScanOutcome, ScanRequest
 from sleuth.sinks import SQLiteRowSink
 from tests.apps.scan_app import build_app, build_packages_app
+from tests.timeouts import scaled
 from workers.binaries import temporal_cli
 from workers.worker import build_worker
 
@@ -39,7 +40,7 @@ def sleuth(client: Client, *args: str) -> subprocess.CompletedProcess[str]:
         env=cli_env(client),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
 
 
@@ -51,7 +52,7 @@ async def first_scan_of(client: Client, schedule_id: str) -> ScanOutcome:
         if recent:
             workflow_id = recent[0].action.workflow_id  # type: ignore[attr-defined]
             scan = client.get_workflow_handle(workflow_id, result_type=ScanOutcome)
-            return await asyncio.wait_for(scan.result(), timeout=120)
+            return await asyncio.wait_for(scan.result(), timeout=scaled(120))
         await asyncio.sleep(0.1)
     raise AssertionError(f"schedule {schedule_id} never started a scan")
 

@@ -44,6 +44,7 @@ from sleuth.sinks import SQLiteRowSink, UnknownSinkError, ok_record
 from tests import browser
 from tests.apps.leaky_app import PROVIDER_STYLE_KEY
 from tests.apps.scan_app import build_app as build_scan_app
+from tests.timeouts import scaled
 from workers.cli_worker import register_sinks
 from workers.client import connect
 from workers.codec import (
@@ -161,7 +162,7 @@ async def test_a_bad_input_fails_the_run_at_once_naming_what_is_wrong(
             workflow_type, payload, id=workflow_id, task_queue=task_queue
         )
         with pytest.raises(WorkflowFailureError) as failure:
-            await asyncio.wait_for(handle.result(), timeout=60)
+            await asyncio.wait_for(handle.result(), timeout=scaled(60))
     message = str(unwrap_cause(failure.value))
     assert named in message
     assert "unknown" not in message, "the input must be refused before any name is looked up"
@@ -186,7 +187,7 @@ def wait_for_release(label: str) -> str:
     """Block (in a worker thread) until the test releases it."""
     STEADY_CALLS.append(label)
     STEADY_STARTED.set()
-    RELEASE.wait(timeout=120)
+    RELEASE.wait(timeout=scaled(120))
     return f"released {label}"
 
 
@@ -260,9 +261,9 @@ async def test_a_catastrophic_grep_leaves_other_runs_on_the_worker_unaffected(
             task_queue=task_queue,
             result_type=dict,
         )
-        regex_outcome = await asyncio.wait_for(regex.result(), timeout=120)
+        regex_outcome = await asyncio.wait_for(regex.result(), timeout=scaled(120))
         RELEASE.set()
-        steady_outcome = await asyncio.wait_for(steady.result(), timeout=120)
+        steady_outcome = await asyncio.wait_for(steady.result(), timeout=scaled(120))
     assert regex_outcome["message"] == "grep: []"
     assert steady_outcome["message"] == "released steady"
     assert STEADY_CALLS == ["steady"], "the in-flight tool call ran exactly once"
@@ -373,7 +374,7 @@ def _sleuth(
         },
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
 
 
@@ -421,7 +422,7 @@ async def test_a_sink_url_with_credentials_is_refused_without_echoing_them(
             task_queue=task_queue,
         )
         with pytest.raises(WorkflowFailureError) as failure:
-            await asyncio.wait_for(handle.result(), timeout=60)
+            await asyncio.wait_for(handle.result(), timeout=scaled(60))
     message = str(unwrap_cause(failure.value))
     assert "Configure the sink on the worker" in message and "hunter2" not in message
 
@@ -468,7 +469,7 @@ def _post(url: str, body: bytes, origin: str | None = None) -> tuple[int, dict[s
     if origin:
         request.add_header("Origin", origin)
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=scaled(30)) as response:
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
@@ -492,7 +493,7 @@ def test_the_codec_server_round_trips_over_http_with_cors_for_the_web_ui() -> No
 
         preflight = urllib.request.Request(f"{server.url}/decode", method="OPTIONS")
         preflight.add_header("Origin", "http://evil.example")
-        with urllib.request.urlopen(preflight, timeout=30) as response:
+        with urllib.request.urlopen(preflight, timeout=scaled(30)) as response:
             assert "Access-Control-Allow-Origin" not in response.headers
         assert _post(f"{server.url}/decode", b"not json")[0] == 400
     finally:
@@ -545,7 +546,7 @@ def _start_server(tmp_path: Path, db_file: Path, **env: str) -> tuple[subprocess
 
 def _stop_server(process: subprocess.Popen[str]) -> None:
     process.send_signal(signal.SIGINT)
-    process.communicate(timeout=60)
+    process.communicate(timeout=scaled(60))
 
 
 async def _start_with_prompt(port: int, prompt: str) -> str:
@@ -584,7 +585,7 @@ async def test_with_a_key_the_database_holds_no_plaintext_and_the_web_ui_decrypt
         workflow_id = await _start_with_prompt(port, marker)
         # The Web UI is pointed at the codec server, which decrypts what the server stored.
         ui = f"http://localhost:{port + 1}"
-        with urllib.request.urlopen(f"{ui}/api/v1/settings", timeout=30) as response:
+        with urllib.request.urlopen(f"{ui}/api/v1/settings", timeout=scaled(30)) as response:
             codec_endpoint = json.loads(response.read())["Codec"]["Endpoint"]
         assert codec_endpoint == f"http://localhost:{port + 2}"
         raw = await Client.connect(f"localhost:{port}")
@@ -640,7 +641,7 @@ async def test_server_files_are_private_and_a_second_server_on_the_database_is_r
     database = Path(record.database or "")
     # With a key, the detached server's Web UI decrypts through a detached codec server.
     assert record.codec_pid is not None
-    with urllib.request.urlopen(f"{record.ui_url}/api/v1/settings", timeout=30) as response:
+    with urllib.request.urlopen(f"{record.ui_url}/api/v1/settings", timeout=scaled(30)) as response:
         assert json.loads(response.read())["Codec"]["Endpoint"] == f"http://localhost:{port + 2}"
     assert await asyncio.to_thread(_wait_for_port, port + 2)
     rows = SQLiteRowSink()
@@ -658,7 +659,7 @@ async def test_server_files_are_private_and_a_second_server_on_the_database_is_r
     foreground = subprocess.run(
         [sys.executable, "-c", "from workers.cli import main; main()", "server", "--port",
          str(other), "--ui-port", str(other + 1), "--db-file", str(database)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=scaled(120),
     )  # fmt: skip
     assert foreground.returncode == 1
     assert f"another Temporal server (pid {record.pid}) uses {database}" in foreground.stderr
@@ -674,7 +675,7 @@ async def test_workers_and_schedules_built_from_the_cli_client_encrypt_too(
     request = ScanRequest(provider="numbers", scan_id=f"sealed-{uuid.uuid4().hex[:8]}")
     async with build_worker(client, build_scan_app(3), task_queue=task_queue):
         handle = await start_scan(client, request, task_queue=task_queue)
-        outcome = await asyncio.wait_for(handle.result(), timeout=120)
+        outcome = await asyncio.wait_for(handle.result(), timeout=scaled(120))
     assert outcome.rows_written == 3, "the worker decrypts what the client encrypted"
     # What the server holds, read without the key: ciphertext everywhere.
     history = await dev_env.client.get_workflow_handle(handle.id).fetch_history()

@@ -19,6 +19,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.apps import live_app
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -82,14 +83,14 @@ async def served(dev_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[
         yield base
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
         log.close()
 
 
 async def test_start_a_run_stream_its_events_live_and_read_its_result(
     served: str, tmp_path: Path
 ) -> None:
-    async with httpx.AsyncClient(base_url=served, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=served, timeout=scaled(60)) as client:
         started = await client.post(
             "/runs",
             json={
@@ -133,7 +134,7 @@ async def test_start_a_run_stream_its_events_live_and_read_its_result(
 
 async def test_bad_requests_get_clear_answers(served: str, tmp_path: Path) -> None:
     (tmp_path / "release").touch()
-    async with httpx.AsyncClient(base_url=served, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=served, timeout=scaled(60)) as client:
         typo = await client.post(
             "/runs",
             json={"workflow": "ResearchWorkflow", "input": {"prompt": "x", "max_replan": 1}},

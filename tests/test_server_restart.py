@@ -13,6 +13,7 @@ import pytest
 
 from tests.apps.fault_app import CELLS, FAULT_DIR_ENV
 from tests.fault_matrix import APP, WORKER_ENV, marker, read_ledger, start_cell
+from tests.timeouts import scaled
 from tests.worker_processes import (
     free_port_pair,
     start_foreground_server,
@@ -49,7 +50,7 @@ async def test_runs_complete_after_the_dev_server_restarts(tmp_path: Path) -> No
         await wait_for(
             lambda: all(marker(folder, "arrived", c) for c in cells),
             "every run inside its step",
-            timeout=120,
+            timeout=scaled(120),
             detail=log.read_text,
         )
 

@@ -14,6 +14,7 @@ import pytest
 from sleuth.config import sleuth_home, task_queue, web_ui_url
 from sleuth.settings import ENV_VARIABLES, SettingsError, SleuthSettings, env_name, load_settings
 from sleuth.sinks import allowed_sink_dirs, configured_sink_urls
+from tests.timeouts import scaled
 from workers.worker import ENV_VARIABLES as WORKER_VARIABLES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,7 +151,7 @@ def test_commands_check_the_settings_before_they_start(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert result.returncode == 1
     assert result.stderr.strip() == (

