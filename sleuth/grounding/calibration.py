@@ -1,0 +1,142 @@
+"""How the judge's score is combined with the deterministic checks, per model family, and the
+default threshold on the combined score.
+
+The combined score is a logistic model: `sigmoid(bias + model * logit(P) + sum(weight * feature))`
+over the features of `CheckReport.features()`. Its weights and the threshold are fitted on the
+dev split of the grounding benchmark (`python -m bench.grounding --calibrate` prints this table)
+and reported on its test split; the README gives the numbers. A family the benchmark has not
+measured uses `generic`: the weights of the default local model, whose scale of token
+probabilities may differ from the unknown model's, so pass `threshold=` after measuring it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+FEATURES = (
+    "model",
+    "numbers",
+    "names",
+    "negation",
+    "swapped_roles",
+    "unsupported_content",
+    "coverage",
+)
+"""`model` is logit(P(supported)) from the judge model; `coverage` the share of the claim's
+content words in its best-matching sentences; the others are 1.0 when that check fired."""
+VETOES = ("numbers",)
+"""Checks that decide alone: a number, version or date that none of the claim's passages holds
+makes it unsupported however sure the model is (on the benchmark's dev split this check fired
+on 1 of 95 supported claims). A rounded figure ("about 20%" for "21%") fails it too."""
+VETO_CAP = 0.05
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The weights and default threshold for one judge family and scoring method."""
+
+    family: str
+    method: str
+    """`logprobs`, `verdict` or `checks` (no judge model)."""
+    bias: float
+    weights: dict[str, float]
+    threshold: float
+    """Default threshold on the combined score: the dev split's most accurate one."""
+    vetoes: tuple[str, ...] = VETOES
+
+    def combine(self, model_probability: float | None, features: dict[str, float]) -> float:
+        """P(supported) from the judge's probability (if any) and the checks' features; at most
+        `VETO_CAP` when a vetoing check fired."""
+        total = self.bias
+        if model_probability is not None:
+            total += self.weights.get("model", 0.0) * logit(model_probability)
+        for name, value in features.items():
+            total += self.weights.get(name, 0.0) * value
+        score = 1.0 / (1.0 + math.exp(-total))
+        if any(features.get(name) for name in self.vetoes):
+            return min(score, VETO_CAP)
+        return score
+
+
+def logit(probability: float) -> float:
+    """log(p / (1 - p)), with p kept within [0.001, 0.999] so a 0/1 verdict stays finite."""
+    p = min(0.999, max(0.001, probability))
+    return math.log(p / (1.0 - p))
+
+
+CALIBRATIONS: dict[tuple[str, str], Calibration] = {}
+
+
+def family_of(model_name: str) -> str:
+    """The calibration family of a model name: the local catalogue name (`qwen2.5-coder-1.5b`)
+    for `local:` models, else `generic`."""
+    name = model_name.removeprefix("local:")
+    for family, _ in CALIBRATIONS:
+        if family != "generic" and name == family:
+            return family
+    return "generic"
+
+
+def calibration_for(model_name: str | None, method: str) -> Calibration:
+    """The calibration for a judge (None: no judge model) scored by `method`."""
+    if model_name is None or method == "checks":
+        return CALIBRATIONS[("checks", "checks")]
+    family = family_of(model_name)
+    return CALIBRATIONS.get((family, method)) or CALIBRATIONS[("generic", method)]
+
+
+def _register(*calibrations: Calibration) -> None:
+    for calibration in calibrations:
+        CALIBRATIONS[(calibration.family, calibration.method)] = calibration
+
+
+# Fitted by `python -m bench.grounding --split dev --calibrate` (see the module docstring).
+_QWEN_15B = Calibration(
+    "qwen2.5-coder-1.5b",
+    "logprobs",
+    -3.521,
+    {
+        "model": 2.113,
+        "numbers": -1.52,
+        "names": -1.329,
+        "negation": -0.707,
+        "swapped_roles": -0.879,
+        "unsupported_content": -1.133,
+        "coverage": 1.966,
+    },
+    0.54,
+)
+_register(
+    _QWEN_15B,
+    Calibration("generic", "logprobs", _QWEN_15B.bias, _QWEN_15B.weights, _QWEN_15B.threshold),
+    Calibration(
+        "generic",
+        "verdict",
+        -1.5,
+        {
+            "model": 0.5,
+            "numbers": -0.9,
+            "names": -0.7,
+            "negation": -0.5,
+            "swapped_roles": -0.5,
+            "unsupported_content": -0.8,
+            "coverage": 1.0,
+        },
+        0.5,
+    ),
+    Calibration(
+        "checks",
+        "checks",
+        -1.902,
+        {
+            "numbers": -2.362,
+            "names": -1.529,
+            "negation": -1.408,
+            "swapped_roles": -1.275,
+            "unsupported_content": -1.218,
+            "coverage": 2.601,
+        },
+        0.54,
+    ),
+)
