@@ -106,7 +106,7 @@ def test_unsupported_content_flags_an_added_clause() -> None:
     added = check_unsupported_content(
         "The finally clause is executed, after a warning is printed to standard error.", FINALLY
     )
-    assert added.fired and added.detail == "warn, print, standard, error"
+    assert added.fired and added.detail == "warning, printed, standard, error"
 
 
 def test_stems_match_inflections() -> None:

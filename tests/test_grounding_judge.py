@@ -330,3 +330,21 @@ async def test_without_a_judge_the_checks_alone_decide() -> None:
 async def test_no_claims_make_an_empty_report() -> None:
     report = await ground_claims([], trail(), ScriptedModel())
     assert (report.score, report.claims, report.method) == (0.0, [], "none")
+
+
+async def test_an_embedder_finds_passages_for_a_claim_in_other_words() -> None:
+    from tests.test_grounding_passages import KeywordEmbedder
+
+    evidence = [
+        EvidenceItem(index=1, tool="notes", output="The automobile was red. Prices rose in May.")
+    ]
+    claim = "A car is described"
+    without = await ground_claims([claim], evidence, judge_by({claim: 0.9}))
+    assert without.claims[0].rationale == NO_EVIDENCE
+    judge = judge_by({claim: 0.9})
+    with_embedder = await ground_claims(
+        [claim], evidence, judge, embedder=KeywordEmbedder(), passages_per_claim=1
+    )
+    (verdict,) = with_embedder.claims
+    assert verdict.model_score == pytest.approx(0.9)
+    assert "automobile" in judge.calls[0].last_user_text

@@ -140,8 +140,12 @@ def stem(word: str) -> str:
 
 def content_stems(text: str) -> list[str]:
     """The stems of the words of `text` that are not stopwords, in order."""
+    return [stem(word) for word in _content_words(text)]
+
+
+def _content_words(text: str) -> list[str]:
     return [
-        stem(w)
+        w
         for w in _WORD.findall(CITATION.sub(" ", text).lower())
         if w not in STOPWORDS and len(w) > 1
     ]
@@ -361,16 +365,16 @@ def _find_unit(lowered: str, unit: str) -> int:
 def check_unsupported_content(claim: str, passages_text: str) -> CheckFinding:
     """Content words of the claim found nowhere in the passages, when they make up a third of
     the claim or a run of three (an added clause)."""
-    stems = content_stems(claim)
+    words = _content_words(claim)
     known = set(content_stems(passages_text))
-    novel = [s not in known and not s.isdigit() for s in stems]
+    novel = [stem(w) not in known and not w.isdigit() for w in words]
     run = longest = 0
     for flag in novel:
         run = run + 1 if flag else 0
         longest = max(longest, run)
-    fired = bool(stems) and (longest >= 3 or sum(novel) / len(stems) >= 0.34)
-    words = [s for s, flag in zip(stems, novel, strict=True) if flag]
-    return CheckFinding("unsupported_content", fired, ", ".join(words) if fired else "")
+    fired = bool(words) and (longest >= 3 or sum(novel) / len(words) >= 0.34)
+    unknown = [w for w, flag in zip(words, novel, strict=True) if flag]
+    return CheckFinding("unsupported_content", fired, ", ".join(unknown) if fired else "")
 
 
 def aligned_window(claim: str, passages: list[Passage]) -> str:

@@ -129,9 +129,12 @@ async def _ask(judge: Model, judged: list[_Judged], concurrency: int) -> None:
 
 
 def _method(judge: Model | None, judged: list[_Judged]) -> Method:
-    if judge is None:
-        return "checks"
+    """`verdict` if any claim was scored from a generated answer, `logprobs` if all were scored
+    from token probabilities, `checks` when the model was not asked (no judge, or no claim had
+    passages)."""
     methods = {j.model.method for j in judged if j.model is not None}
+    if judge is None or not methods:
+        return "checks"
     return "verdict" if "verdict" in methods else "logprobs"
 
 
