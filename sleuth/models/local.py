@@ -162,15 +162,19 @@ class _Engine:
             shared = _common_prefix(key, tokens)
             if shared > best:
                 best_key, best = key, shared
+        # Taken out before the live state is saved, so saving cannot evict it: once restored it
+        # is the live state, saved again when another conversation displaces it.
+        restore = None
+        if best_key is not None and best - current >= SWITCH_TOKENS:
+            restore = self.saved.pop(best_key)
         if self.settings.saved_prompts and len(live) - current >= SWITCH_TOKENS:
             for key in [k for k in self.saved if _common_prefix(k, live) == len(k)]:
                 del self.saved[key]  # an earlier turn of the conversation being saved
             self.saved[tuple(live)] = llm.save_state()
             while len(self.saved) > self.settings.saved_prompts:
                 self.saved.popitem(last=False)
-        if best_key is not None and best - current >= SWITCH_TOKENS:
-            llm.load_state(self.saved[best_key])
-            self.saved.move_to_end(best_key)
+        if restore is not None:
+            llm.load_state(restore)
             return best
         return current
 
