@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.grounding import ground_claims, judge_claims
-from sleuth.grounding.calibration import FEATURES, VETO_CAP, VETOES, logit
+from sleuth.grounding.calibration import FEATURES, VETO_CAP, logit
 from sleuth.models import Message, Model, ModelResponse, OutputSchema, ToolSpec, resolve
 from sleuth.state import EvidenceItem
 
@@ -226,7 +226,7 @@ def fit(outcomes: list[Outcome], l2: float = 0.3) -> tuple[float, dict[str, floa
         if np.abs(step).max() < 1e-8:
             break
     scores = 1.0 / (1.0 + np.exp(-(x @ w)))
-    vetoed = np.array([any(o.features.get(name) for name in VETOES) for o in usable])
+    vetoed = np.array([bool(o.features.get("vetoed")) for o in usable])
     scores = np.where(vetoed, np.minimum(scores, VETO_CAP), scores)
     best_threshold, best_accuracy = 0.5, -1.0
     for candidate in np.round(np.arange(0.05, 0.96, 0.01), 2):

@@ -44,6 +44,13 @@ def test_numbers_flags_a_changed_number_version_or_date() -> None:
     assert check_numbers("Added in Python 3.1.", "Changed in 3.10.").fired
 
 
+def test_numbers_is_decisive_only_for_a_number_the_whole_evidence_lacks() -> None:
+    elsewhere = check_numbers("Otherwise, 3 None arguments are supplied.", "Otherwise.", WITH)
+    assert elsewhere.fired and not elsewhere.decisive
+    nowhere = check_numbers("Otherwise, 4 None arguments are supplied.", "Otherwise.", WITH)
+    assert nowhere.fired and nowhere.decisive
+
+
 def test_numbers_reads_number_words() -> None:
     assert not check_numbers("Three None arguments are supplied.", WITH).fired
     assert check_numbers("Two None arguments are supplied.", WITH).detail == "2"
@@ -71,6 +78,10 @@ def test_negation_flags_an_inserted_or_removed_not() -> None:
     assert removed.fired
     assert not check_negation(
         "The exception is suppressed when the return value is true.", window
+    ).fired
+    assert not check_negation(
+        "The finally clause runs whether or not an exception occurred.",
+        "The finally clause is executed whether an exception occurred or not.",
     ).fired
     assert not check_negation(
         "Names in a nonlocal statement must not collide with local bindings.",
@@ -134,4 +145,5 @@ def test_run_checks_reports_every_named_check_and_its_features() -> None:
         "swapped_roles": 1.0,
         "unsupported_content": 0.0,
         "coverage": 1.0,
+        "vetoed": 0.0,
     }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.grounding import ground_claims
-from sleuth.grounding.calibration import calibration_for
+from sleuth.grounding.calibration import VETO_CAP, calibration_for
 from sleuth.grounding.judge import NO_EVIDENCE
 from sleuth.grounding.scoring import (
     ANSWER_TOKENS,
@@ -280,7 +280,9 @@ async def test_the_checks_overrule_a_confident_judge_on_a_changed_number() -> No
     )
     kept, rejected = report.claims
     assert kept.grounded and kept.checks == []
+    # 2 GiB is nowhere in the evidence: the check decides, however sure the judge is.
     assert not rejected.grounded and rejected.checks == ["numbers"]
+    assert rejected.score <= VETO_CAP and rejected.features["vetoed"] == 1.0
     assert "numbers: 2" in rejected.rationale
 
 

@@ -25,11 +25,10 @@ FEATURES = (
 )
 """`model` is logit(P(supported)) from the judge model; `coverage` the share of the claim's
 content words in its best-matching sentences; the others are 1.0 when that check fired."""
-VETOES = ("numbers",)
-"""Checks that decide alone: a number, version or date that none of the claim's passages holds
-makes it unsupported however sure the model is (on the benchmark's dev split this check fired
-on 1 of 95 supported claims). A rounded figure ("about 20%" for "21%") fails it too."""
 VETO_CAP = 0.05
+"""The most a claim scores when a check found its problem in the whole evidence (feature
+`vetoed`): a number, version or date that no passage of the evidence holds makes the claim
+unsupported however sure the model is. A rounded figure ("about 20%" for "21%") fails too."""
 
 
 @dataclass(frozen=True)
@@ -43,18 +42,17 @@ class Calibration:
     weights: dict[str, float]
     threshold: float
     """Default threshold on the combined score: the dev split's most accurate one."""
-    vetoes: tuple[str, ...] = VETOES
 
     def combine(self, model_probability: float | None, features: dict[str, float]) -> float:
         """P(supported) from the judge's probability (if any) and the checks' features; at most
-        `VETO_CAP` when a vetoing check fired."""
+        `VETO_CAP` when they say `vetoed`."""
         total = self.bias
         if model_probability is not None:
             total += self.weights.get("model", 0.0) * logit(model_probability)
         for name, value in features.items():
             total += self.weights.get(name, 0.0) * value
         score = 1.0 / (1.0 + math.exp(-total))
-        if any(features.get(name) for name in self.vetoes):
+        if features.get("vetoed"):
             return min(score, VETO_CAP)
         return score
 

@@ -158,6 +158,9 @@ class CheckFinding:
     name: str
     fired: bool = False
     detail: str = ""
+    decisive: bool = False
+    """The problem holds against the whole evidence, not only the passages selected for the
+    claim, so the claim is unsupported whatever the judge model says."""
 
 
 @dataclass
@@ -176,9 +179,11 @@ class CheckReport:
         return [f.name for f in self.findings if f.fired]
 
     def features(self) -> dict[str, float]:
-        """What the judge's calibration weighs: 1.0 for each check that fired, and `coverage`."""
+        """What the judge's calibration weighs: 1.0 for each check that fired, `coverage`, and
+        `vetoed` (1.0 when a finding is decisive)."""
         values = {finding.name: float(finding.fired) for finding in self.findings}
         values["coverage"] = self.coverage
+        values["vetoed"] = float(any(f.decisive for f in self.findings))
         return values
 
 
@@ -217,10 +222,13 @@ def _missing_numbers(claim: str, text: str) -> list[str]:
     return missing
 
 
-def check_numbers(claim: str, passages_text: str) -> CheckFinding:
-    """Numbers, versions and dates of the claim that the passages do not contain."""
-    missing = _missing_numbers(CITATION.sub(" ", claim), passages_text)
-    return CheckFinding("numbers", bool(missing), ", ".join(missing))
+def check_numbers(claim: str, passages_text: str, evidence_text: str | None = None) -> CheckFinding:
+    """Numbers, versions and dates of the claim that the passages do not contain; decisive when
+    `evidence_text` (all of the evidence) does not contain them either."""
+    claim = CITATION.sub(" ", claim)
+    missing = _missing_numbers(claim, passages_text)
+    decisive = bool(missing and evidence_text and _missing_numbers(claim, evidence_text))
+    return CheckFinding("numbers", bool(missing), ", ".join(missing), decisive)
 
 
 def _names(claim: str) -> list[str]:
@@ -279,7 +287,9 @@ def _negated(text: str) -> dict[str, str]:
     """The content words a negation applies to (the first two after each cue, within its
     clause), by stem."""
     negated: dict[str, str] = {}
-    for clause in re.split(r"[,;:.()]", text.lower().replace("n't", " not")):
+    # "whether or not" and "or not" leave the statement open; they negate nothing.
+    lowered = re.sub(r"\b(?:whether )?or not\b", " ", text.lower().replace("n't", " not"))
+    for clause in re.split(r"[,;:.()]", lowered):
         tokens = _WORD.findall(clause)
         for position, token in enumerate(tokens):
             if token not in _NEGATIONS:
@@ -415,15 +425,18 @@ def _blocks(passages: list[Passage]) -> list[str]:
     return blocks
 
 
-def run_checks(claim: str, passages: list[Passage]) -> CheckReport:
-    """Every check of `claim` against `passages` (the ones selected for it)."""
+def run_checks(
+    claim: str, passages: list[Passage], evidence_text: str | None = None
+) -> CheckReport:
+    """Every check of `claim` against `passages` (the ones selected for it); `evidence_text`,
+    all of the evidence, lets a check be decisive (see `CheckFinding.decisive`)."""
     passages_text = "\n".join(f"{p.source}\n{p.text}" for p in passages)
     window = aligned_window(claim, passages)
     wanted = set(content_stems(claim))
     coverage = len(wanted & set(content_stems(window))) / len(wanted) if wanted else 0.0
     return CheckReport(
         findings=[
-            check_numbers(claim, passages_text),
+            check_numbers(claim, passages_text, evidence_text),
             check_names(claim, passages_text),
             check_negation(claim, window),
             check_swapped_roles(claim, window),

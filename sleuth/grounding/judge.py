@@ -78,9 +78,10 @@ async def ground_claims(
         )
         for n, claim in enumerate(claims)
     ]
+    evidence_text = "\n".join(f"{p.source}\n{p.text}" for p in passages)
     for item in judged:
         if item.passages:
-            item.checks = run_checks(item.claim, item.passages)
+            item.checks = run_checks(item.claim, item.passages, evidence_text)
     if judge is not None:
         await _ask(judge, [j for j in judged if j.passages], concurrency)
     method = _method(judge, judged)
