@@ -148,6 +148,9 @@ async def test_the_model_score_is_p_yes_from_the_answer_tokens_probabilities() -
     assert verdict.score == pytest.approx(calibration.combine(0.8, verdict.features), abs=1e-4)
     assert verdict.checks == [] and verdict.features["coverage"] == 1.0
     assert report.threshold == calibration.threshold
+    (citation,) = verdict.citations
+    assert citation.quote.startswith("If the return value was true, the exception is suppressed")
+    assert citation.reference.startswith("python-docs/with#chars ")
 
 
 def test_yes_probability_sums_the_spellings_of_each_answer() -> None:

@@ -146,8 +146,12 @@ def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVer
     features = item.checks.features()
     score = calibration.combine(model_probability, features)
     grounded = score >= cutoff
-    cited = [item.passages[n - 1] for n in item.model.cited] if item.model is not None else []
-    citations = [quote(item.claim, p) for p in (cited or [best_passage(item.claim, item.passages)])]
+    # A judge without token probabilities names the passages it relies on: each is quoted.
+    # Otherwise (and when it named none that exist) the closest sentences of all are.
+    cited: list[Passage] = []
+    if item.model is not None and item.model.method == "verdict":
+        cited = [item.passages[n - 1] for n in item.model.cited]
+    citations = [quote(item.claim, [p]) for p in cited] or [quote(item.claim, item.passages)]
     return ClaimVerdict(
         claim=item.claim,
         score=round(score, 4),
@@ -172,29 +176,25 @@ def _rationale(item: _Judged, calibration: Calibration) -> str:
     return "; ".join(parts) or f"checks only ({calibration.family})"
 
 
-def best_passage(claim: str, passages: Sequence[Passage]) -> Passage:
-    """The passage sharing most content words with the claim (the first on a tie)."""
+def quote(claim: str, passages: Sequence[Passage]) -> Citation:
+    """A citation of the one or two consecutive sentences of `passages` closest to the claim
+    (most shared content words, less 0.2 for each word the claim does not have), cut from a
+    passage's text (so found verbatim in the evidence), with their location."""
     wanted = set(content_stems(claim))
-    return max(passages, key=lambda p: len(wanted & set(content_stems(p.text))))
-
-
-def quote(claim: str, passage: Passage) -> Citation:
-    """A citation of `passage`: its one or two consecutive sentences closest to the claim, cut
-    from the passage's text (so found verbatim in the evidence), with their location."""
-    wanted = set(content_stems(claim))
-    spans = sentence_spans(passage.text)
-    best = (spans[0][0], spans[-1][1]) if spans else (0, len(passage.text))
-    best_key = (-1, 0)
-    for i in range(len(spans)):
-        for width in (1, 2):
-            if i + width > len(spans):
-                break
-            start, end = spans[i][0], spans[i + width - 1][1]
-            stems = content_stems(passage.text[start:end])
-            key = (len(wanted & set(stems)), -len(stems))
-            if key > best_key:
-                best_key, best = key, (start, end)
-    start, end = best
+    best: tuple[float, Passage, int, int] | None = None
+    for passage in passages:
+        spans = sentence_spans(passage.text) or [(0, len(passage.text))]
+        for i in range(len(spans)):
+            for width in (1, 2):
+                if i + width > len(spans):
+                    break
+                start, end = spans[i][0], spans[i + width - 1][1]
+                stems = set(content_stems(passage.text[start:end]))
+                closeness = len(wanted & stems) - 0.2 * len(stems - wanted)
+                if best is None or closeness > best[0]:
+                    best = (closeness, passage, start, end)
+    assert best is not None, "quote needs at least one passage"
+    _, passage, start, end = best
     return Citation(
         evidence=passage.evidence,
         tool=passage.tool,

@@ -33,9 +33,9 @@ JUDGE_SYSTEM = (
 TOP_LOGPROBS = 20
 """How many candidates of the answer token to ask for (OpenAI's maximum is 20)."""
 ANSWER_TOKENS = 6
-"""Room for `Yes [1, 2]`: the verdict, then the passages the judge cites. Only asked of a judge
-without token probabilities; with them one token is enough (citations then come from the
-passages' overlap with the claim), which keeps a local judge fast."""
+"""Room for `Yes [1, 2]`: the verdict, then the passages the judge relies on (quoted in the
+citations of a judge without token probabilities). A judge with them needs one token after the
+first answer (its citations quote the sentences closest to the claim), which keeps it fast."""
 _YES = frozenset({"yes", "true", "supported"})
 _NO = frozenset({"no", "false", "unsupported", "not"})
 _CITED = re.compile(r"\[([\d,\s]+)\]|\b(\d+)\b")
