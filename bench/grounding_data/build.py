@@ -1,13 +1,14 @@
 """Build the grounding benchmark's items from the hand-written claims and their public sources.
 
-    python -m bench.grounding_data.build [--check]
+    python -m bench.grounding_data.build [--check] [--review]
 
 Each `claims_*.yaml` file holds groups: a fact located in a source text by an `anchor`, and claims
 about it labelled by class (`verbatim` and `paraphrase` are supported; `entity`, `predicate`,
 `circumstance`, `negation`, `roles` and `addition` are not). This script cuts the evidence for
-every group out of the source, the way a research run would have gathered it, checks the labels
-that can be checked mechanically, adds a tool call about another kind of text before it, and writes `items.json` (evidence included, so the benchmark
-runs the same on any machine). `--check` rebuilds and fails if `items.json` differs.
+every group out of the source, the way a research run would have gathered it, puts a tool call
+about another kind of text before it, checks the labels that can be checked mechanically, and
+writes `items.json` (evidence included, so the benchmark runs the same on any machine).
+`--check` rebuilds and fails if `items.json` differs.
 
 Sources (all read from this machine; their text ships in `items.json` under their licences):
 
@@ -21,8 +22,9 @@ Sources (all read from this machine; their text ships in `items.json` under thei
 
 Checks: every anchor is found exactly once; every verbatim claim is found verbatim (quotes and
 whitespace folded) in its evidence; no unsupported claim is; every group has both labels.
-It prints each claim's share of content words found in the evidence, so a reviewer can look at
-supported claims the evidence barely covers and unsupported ones it fully covers.
+`--review` prints the supported claims whose content words the evidence covers least and the
+unsupported ones it covers most, for a reviewer to read again. Every label was written and
+reviewed by hand; paraphrases were written by hand too (no model drafted them).
 """
 
 from __future__ import annotations
