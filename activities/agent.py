@@ -2,8 +2,11 @@
 
 Every step builds the agent fresh from the App's factory, loads the `LoopState` by reference
 (layers such as files and todos restored from it), advances it with `Agent.step`, and stores the
-new state. A retried step starts again from its input state, so it redoes only itself: a worker
-that dies inside a subagent costs that subagent, never the parent's earlier tool calls.
+new state. Each step keeps a checkpoint journal (`activities.checkpoints`): its result is durable
+before the activity returns, and a subagent's loop is durable after each of its model turns and
+tool calls. A retried step that finds its result returns it without running the step again (the
+worker died after the tool call but before the server heard of it); one that finds a subagent's
+loop resumes it. So a tool call that returned never runs twice, in the parent or in a subagent.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import activity
 
 from activities.agent_models import (
@@ -23,11 +27,19 @@ from activities.agent_models import (
     StepOutput,
     TodoView,
 )
+from activities.checkpoints import Journal
 from activities.errors import ConfigError, mapped_errors
-from activities.heartbeat import heartbeating
+from activities.events import streams_events
+from activities.heartbeat import journaled
 from sleuth.agent import Agent
 from sleuth.app import App
-from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
+from sleuth.artifacts import (
+    ArtifactNotFoundError,
+    ArtifactStore,
+    default_artifact_store,
+    get_json,
+    put_json,
+)
 from sleuth.deepagent.subagents import SubagentTool
 from sleuth.deepagent.todos import TodoState
 from sleuth.log import get_logger
@@ -77,18 +89,21 @@ class AgentActivities:
 
     @activity.defn(name="agent.model_turn")
     @mapped_errors
+    @streams_events
     async def model_turn(self, request: StepInput) -> StepOutput:
         """One model request (and the grounding judge or a summary when they are due)."""
         return await self._step(request, "model")
 
     @activity.defn(name="agent.tool")
     @mapped_errors
+    @streams_events
     async def tool(self, request: StepInput) -> StepOutput:
         """One tool call of the agent."""
         return await self._step(request, "tool")
 
     @activity.defn(name="agent.subagent")
     @mapped_errors
+    @streams_events
     async def subagent(self, request: StepInput) -> StepOutput:
         """One `task` dispatch: a whole child agent run, whose answer and tokens go to the parent."""
         return await self._step(request, "subagent")
@@ -108,10 +123,15 @@ class AgentActivities:
                 f"({request.call_id or 'no call'}) but the saved state wants {planned.kind} "
                 f"({planned.call_id or 'no call'}); did the agent's factory change mid-run?"
             )
-        async with heartbeating():
-            await agent.step(state)
-        agent.capture_layers(state)
-        state_ref = await asyncio.to_thread(put_json, self.store, state)
+        async with journaled(self.store) as journal:
+            finished = await self._finished_step(journal, agent)
+            if finished is not None:
+                state_ref, state = finished
+            else:
+                await agent.step(state)
+                agent.capture_layers(state)
+                state_ref = await asyncio.to_thread(put_json, self.store, state)
+                await journal.finish(state_ref)
         outcome = None
         if state.finished:
             result = await agent.finish(state)
@@ -144,6 +164,22 @@ class AgentActivities:
             todos=_todos(agent),
             outcome=outcome,
         )
+
+    async def _finished_step(self, journal: Journal, agent: Agent) -> tuple[str, LoopState] | None:
+        """The result an earlier attempt of this step saved, if it got that far and it reads."""
+        if journal.result is None:
+            return None
+        try:
+            state = LoopState.model_validate(
+                await asyncio.to_thread(get_json, self.store, journal.result)
+            )
+        except (ArtifactNotFoundError, ValidationError) as exc:
+            journal.warn(
+                f"the step's saved result is unreadable ({exc}); the step runs again from its input"
+            )
+            return None
+        agent.restore_layers(state)
+        return journal.result, state
 
     async def _load(self, agent: Agent, request: StepInput) -> LoopState:
         if request.state_ref is None:

@@ -9,22 +9,25 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, with_overrides
 from sleuth.models.base import Usage
+from sleuth.strict import StrictInput
 
 StepKind = Literal["model", "tool", "subagent"]
 
 
 def _step_defaults() -> ActivitySettings:
-    return ActivitySettings(heartbeat_seconds=60.0)
+    return ActivitySettings(heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
 def _subagent_defaults() -> ActivitySettings:
-    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=60.0)
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
-class AgentStepConfig(BaseModel):
+class AgentStepConfig(StrictInput):
     """Timeouts and retry policy of each kind of `AgentWorkflow` step. Override per run with
     `AgentRequest.steps`, e.g. `{"subagent": {"heartbeat_seconds": 10}}`."""
 
@@ -120,24 +123,26 @@ class AgentProgress(BaseModel):
     step: str = "model"
     """The kind of step running now."""
     step_summary: str = ""
-    steps_run: int = 0
-    iterations: int = 0
-    tool_calls: int = 0
-    subagent_calls: int = 0
-    total_tokens: int = 0
+    steps_run: int = Field(default=0, ge=0)
+    iterations: int = Field(default=0, ge=0)
+    tool_calls: int = Field(default=0, ge=0)
+    subagent_calls: int = Field(default=0, ge=0)
+    total_tokens: int = Field(default=0, ge=0)
     todos: list[TodoView] | None = None
     stop_reason: str | None = None
 
 
-class AgentResume(BaseModel):
+class AgentResume(StrictInput):
     """What a run carries over `continue_as_new`."""
 
     state_ref: str
     next: NextStep
     progress: AgentProgress
+    stream: WorkflowStreamState | None = None
+    """The event stream's offset and latest events."""
 
 
-class AgentRequest(BaseModel):
+class AgentRequest(StrictInput):
     """Input of `AgentWorkflow`. Plain JSON: `{"agent": "analyst", "prompt": "…"}`."""
 
     agent: str

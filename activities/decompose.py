@@ -1,8 +1,10 @@
 """Decomposition activities: the agent's settings, the decision call, a leaf, a synthesis.
 
 Each is a thin wrapper over the node functions of `sleuth.decompose.DeepDecomposer`, the same
-ones the in-process runner uses. The two ReAct activities heartbeat a reference to their loop's
-checkpoint, and a retried attempt resumes from it: a completed tool call is not run again.
+ones the in-process runner uses. The decision call and the two ReAct activities heartbeat on a
+timer; the ReAct loops make a checkpoint durable in their journal after every model turn and tool
+call (`activities.checkpoints`), and a retried attempt resumes from it: a completed tool call is
+not run again.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from activities.decompose_models import (
     SynthesizeInput,
 )
 from activities.errors import ConfigError, mapped_errors
-from activities.heartbeat import checkpointing
+from activities.events import streams_events
+from activities.heartbeat import checkpointing, heartbeating
 from sleuth.agent import Agent
 from sleuth.app import App
 from sleuth.artifacts import default_artifact_store
@@ -55,6 +58,7 @@ class DecomposeActivities:
 
     @activity.defn(name="decompose.settings")
     @mapped_errors
+    @streams_events
     async def settings(self, request: AgentSettingsInput) -> AgentSettings:
         agent = decomposer_for(self.app, request.agent)
         return AgentSettings(
@@ -63,12 +67,15 @@ class DecomposeActivities:
 
     @activity.defn(name="decompose.decide")
     @mapped_errors
+    @streams_events
     async def decide(self, request: DecideInput) -> Decision:
         agent = decomposer_for(self.app, request.agent)
-        return await agent.decide(request.task, request.allowance)
+        async with heartbeating():
+            return await agent.decide(request.task, request.allowance)
 
     @activity.defn(name="decompose.solve")
     @mapped_errors
+    @streams_events
     async def solve(self, request: SolveInput) -> NodeOutcome:
         agent = decomposer_for(self.app, request.agent)
         async with checkpointing(default_artifact_store()) as (checkpoint, save):
@@ -78,6 +85,7 @@ class DecomposeActivities:
 
     @activity.defn(name="decompose.synthesize")
     @mapped_errors
+    @streams_events
     async def synthesize(self, request: SynthesizeInput) -> NodeOutcome:
         agent = decomposer_for(self.app, request.agent)
         async with checkpointing(default_artifact_store()) as (checkpoint, save):

@@ -10,14 +10,17 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
+from sleuth.agent.policies import GuardrailViolation
 from sleuth.app import UnknownNameError
+from sleuth.artifacts import ArtifactNotFoundError, ArtifactReferenceError
+from sleuth.errors import SleuthError
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class ConfigError(ValueError):
+class ConfigError(SleuthError, ValueError):
     """A run's configuration is wrong (bad schema, missing setting): retrying cannot fix it."""
 
 
@@ -34,8 +37,14 @@ def to_application_error(exc: BaseException) -> ApplicationError | None:
         return ApplicationError(str(exc), type="NonRetryableModelError", non_retryable=True)
     if isinstance(exc, ConfigError):
         return ApplicationError(str(exc), type="ConfigError", non_retryable=True)
+    if isinstance(exc, GuardrailViolation):
+        return ApplicationError(str(exc), type="GuardrailViolation", non_retryable=True)
     if isinstance(exc, ValidationError):
         return ApplicationError(str(exc), type="ValidationError", non_retryable=True)
+    if isinstance(exc, ArtifactReferenceError | ArtifactNotFoundError):
+        # A reference in the input that this worker's store cannot resolve will not resolve on
+        # the next attempt either: fail at once, with the store's message.
+        return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
     return None
 
 

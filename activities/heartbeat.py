@@ -1,4 +1,4 @@
-"""The heartbeat timer every long activity runs, and the checkpoint it carries for a retry."""
+"""The heartbeat timer every long activity runs, and the checkpoint journal a retry resumes from."""
 
 from __future__ import annotations
 
@@ -9,9 +9,14 @@ from typing import Any
 
 from temporalio import activity
 
-from sleuth.artifacts import ArtifactStore, get_json, put_json
+from activities.checkpoints import Journal
+from sleuth.artifacts import ArtifactStore
+from sleuth.deepagent.subagents import resumable_children
 from sleuth.state import LoopState
 
+HEARTBEAT_SECONDS = 20.0
+"""The default heartbeat timeout of every long activity: a worker that dies is noticed this long
+after its last heartbeat, and the step is retried elsewhere."""
 MIN_INTERVAL_SECONDS = 0.1
 
 
@@ -49,29 +54,35 @@ async def heartbeating(
             await task
 
 
+@contextlib.asynccontextmanager
+async def journaled(
+    store: ArtifactStore, *, every_seconds: float | None = None
+) -> AsyncIterator[Journal]:
+    """The running activity's checkpoint journal (see `activities.checkpoints`), with the heartbeat
+    timer on and the subagents dispatched inside the block resuming from it."""
+    journal = await Journal.open(store)
+    # Say at once where this attempt resumes from, and what was wrong on the way.
+    activity.heartbeat(*journal.details())
+    with resumable_children(journal):
+        async with heartbeating(journal.details, every_seconds=every_seconds):
+            yield journal
+
+
 SaveCheckpoint = Callable[[LoopState], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
 async def checkpointing(
-    store: ArtifactStore,
+    store: ArtifactStore, *, every_seconds: float | None = None
 ) -> AsyncIterator[tuple[LoopState | None, SaveCheckpoint]]:
-    """The loop checkpoint a previous attempt heartbeated (None on a first attempt), and the hook
-    that stores a new one and heartbeats its reference; a timer keeps beating meanwhile.
+    """The tool loop's checkpoint from an earlier attempt (None on a first attempt), and the hook
+    that makes a new one durable before the loop goes on; a timer heartbeats meanwhile.
 
     A retried attempt resumes from the checkpoint, so a completed tool call is not made again.
     """
-    details = activity.info().heartbeat_details
-    latest: list[str] = [str(details[0])] if details else []
-    checkpoint = (
-        LoopState.model_validate(await asyncio.to_thread(get_json, store, latest[0]))
-        if latest
-        else None
-    )
+    async with journaled(store, every_seconds=every_seconds) as journal:
 
-    async def save(state: LoopState) -> None:
-        latest[:] = [await asyncio.to_thread(put_json, store, state)]
-        activity.heartbeat(*latest)
+        async def save(state: LoopState) -> None:
+            await journal.save(loop=state)
 
-    async with heartbeating(lambda: latest):
-        yield checkpoint, save
+        yield journal.get("loop", LoopState), save

@@ -1,7 +1,11 @@
 """Pipeline activities: read a registered pipeline's shape, run one agent stage, check a loop's condition.
 
 Stages run the same `sleuth.composition.call_stage` the in-process pipelines use; a stage that
-raises fails its activity, which Temporal retries per the stage's policy.
+raises fails its activity, which Temporal retries per the stage's policy. Stages and conditions
+heartbeat on a timer. A stage that is a `sleuth.Agent` makes a checkpoint durable in its journal
+after every model turn and tool call (`activities.checkpoints`), and a retried attempt resumes
+from it, so its completed tool calls are not run again; other stages (functions, decomposers)
+start over.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
-from activities.heartbeat import heartbeating
+from activities.events import streams_events
+from activities.heartbeat import checkpointing, heartbeating
 from activities.pipeline_models import (
     ConditionInput,
     ConditionOutput,
@@ -22,13 +27,17 @@ from activities.pipeline_models import (
     StageOutput,
     StageSpec,
 )
+from sleuth.agent import Agent
 from sleuth.app import App, UnknownNameError
+from sleuth.artifacts import default_artifact_store
 from sleuth.composition import (
     LoopAgent,
     ParallelPipeline,
     Pipeline,
     call_stage,
     check_condition,
+    output_text,
+    resolve_stage,
     stage_at,
     stage_name,
 )
@@ -50,9 +59,7 @@ def pipeline_at(app: App, name: str, path: list[int]) -> Pipeline:
 
 def _stage_spec(app: App, pipeline: Pipeline, index: int, agent: Any) -> StageSpec:
     name = stage_name(agent, index)
-    task = None
-    if isinstance(pipeline, ParallelPipeline):
-        task = pipeline.task_map.get(index, pipeline.task_map.get(name))
+    task = pipeline.own_task(index) if isinstance(pipeline, ParallelPipeline) else None
     if isinstance(agent, Pipeline):
         return StageSpec(index=index, name=name, kind="pipeline", task=task)
     if isinstance(agent, str):
@@ -72,6 +79,7 @@ class PipelineActivities:
 
     @activity.defn(name="pipeline.describe")
     @mapped_errors
+    @streams_events
     async def describe(self, request: DescribeInput) -> PipelineSpec:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
         return PipelineSpec(
@@ -87,20 +95,28 @@ class PipelineActivities:
 
     @activity.defn(name="pipeline.stage")
     @mapped_errors
+    @streams_events
     async def stage(self, request: StageInput) -> StageOutput:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
-        agent = stage_at(pipeline, [request.index])
-        async with heartbeating(every_seconds=request.heartbeat_every_seconds):
-            output = await call_stage(agent, request.task, self.app)
-        return StageOutput(output=output)
+        agent = resolve_stage(stage_at(pipeline, [request.index]), self.app)
+        if not isinstance(agent, Agent):
+            async with heartbeating(every_seconds=request.heartbeat_every_seconds):
+                return StageOutput(output=await call_stage(agent, request.task, self.app))
+        async with checkpointing(
+            default_artifact_store(), every_seconds=request.heartbeat_every_seconds
+        ) as (checkpoint, save):
+            result = await agent.arun(request.task, checkpoint=checkpoint, on_checkpoint=save)
+        return StageOutput(output=output_text(result))
 
     @activity.defn(name="pipeline.condition")
     @mapped_errors
+    @streams_events
     async def condition(self, request: ConditionInput) -> ConditionOutput:
         pipeline = pipeline_at(self.app, request.pipeline, request.path)
         if not isinstance(pipeline, LoopAgent):
             raise ConfigError(f"pipeline {request.pipeline!r} at {request.path} is not a LoopAgent")
-        return ConditionOutput(met=await check_condition(pipeline.condition, request.output))
+        async with heartbeating():
+            return ConditionOutput(met=await check_condition(pipeline.condition, request.output))
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.describe, self.stage, self.condition]

@@ -6,18 +6,24 @@ and, for a pipeline nested inline in another, the path of stage indexes leading 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from activities.policy import ActivitySettings
+from activities.heartbeat import HEARTBEAT_SECONDS
+from activities.policy import MAX_SECONDS, ActivitySettings
+from sleuth.strict import StrictInput
+
+MAX_NESTING = 32
+"""Deepest nesting of inline pipelines a stage path may name."""
+StagePath = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_NESTING)]
 
 
 def _stage_defaults() -> ActivitySettings:
-    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=60.0)
+    return ActivitySettings(start_to_close_seconds=3600.0, heartbeat_seconds=HEARTBEAT_SECONDS)
 
 
-class PipelineConfig(BaseModel):
+class PipelineConfig(StrictInput):
     """Timeouts and retry policy of the pipeline activities; override per run with
     `PipelineInput.config` (nested pipelines inherit it)."""
 
@@ -26,23 +32,28 @@ class PipelineConfig(BaseModel):
     )
     """Reading the pipeline's shape from the worker's App."""
     stage: ActivitySettings = Field(default_factory=_stage_defaults)
-    """One agent stage: a whole agent run, so it heartbeats while it works."""
+    """One agent stage: a whole agent run, so it heartbeats while it works and checkpoints every
+    step."""
     condition: ActivitySettings = Field(
-        default_factory=lambda: ActivitySettings(start_to_close_seconds=300)
+        default_factory=lambda: ActivitySettings(
+            start_to_close_seconds=300, heartbeat_seconds=HEARTBEAT_SECONDS
+        )
     )
-    """A LoopAgent's condition on the latest output."""
-    heartbeat_every_seconds: float = 10.0
-    """How often a running stage heartbeats (keep it well under `stage.heartbeat_seconds`)."""
+    """A LoopAgent's condition on the latest output (a function, possibly a model call)."""
+    heartbeat_every_seconds: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
+    """How often a running stage heartbeats (keep it well under `stage.heartbeat_seconds`);
+    more than 0."""
 
 
-class PipelineInput(BaseModel):
+class PipelineInput(StrictInput):
     """Start a pipeline run: `{"pipeline": "report", "task": "..."}`."""
 
     pipeline: str
     """The name the pipeline is registered under in the worker's App."""
     task: str
-    path: list[int] = Field(default_factory=list)
-    """Stage indexes from the registered pipeline down to a nested inline one (set by a parent)."""
+    path: StagePath = Field(default_factory=list)
+    """Stage indexes from the registered pipeline down to a nested inline one (set by a parent;
+    each 0 or more, at most 32 levels)."""
     config: PipelineConfig | None = None
 
 

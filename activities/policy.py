@@ -5,21 +5,49 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from temporalio.common import RetryPolicy
 
+from sleuth.strict import StrictInput
 
-class RetrySettings(BaseModel):
+MAX_SECONDS = 30 * 24 * 3600.0
+"""Longest timeout, interval or heartbeat any setting accepts: 30 days."""
+MAX_ATTEMPTS = 10_000
+"""Most attempts a retry policy accepts (0 means no limit, as in Temporal)."""
+MAX_BACKOFF = 100.0
+"""Largest backoff coefficient."""
+
+
+def seconds(default: float) -> Any:
+    """A duration field: more than 0 and at most `MAX_SECONDS` (30 days)."""
+    return Field(default=default, gt=0, le=MAX_SECONDS)
+
+
+def attempts(default: int) -> Any:
+    """An attempt count: 0 (no limit) to `MAX_ATTEMPTS`."""
+    return Field(default=default, ge=0, le=MAX_ATTEMPTS)
+
+
+class RetrySettings(StrictInput):
     """How Temporal retries one kind of activity."""
 
-    initial_interval_seconds: float = 1.0
-    """Wait before the first retry."""
-    backoff_coefficient: float = 2.0
-    """Each further wait is the previous one times this."""
-    maximum_interval_seconds: float = 60.0
-    """Waits never grow beyond this."""
-    maximum_attempts: int = 5
-    """Attempts in total, the first included (0 = no limit)."""
+    initial_interval_seconds: float = seconds(1.0)
+    """Wait before the first retry (more than 0, at most 30 days)."""
+    backoff_coefficient: float = Field(default=2.0, ge=1.0, le=MAX_BACKOFF)
+    """Each further wait is the previous one times this (1 to 100)."""
+    maximum_interval_seconds: float = seconds(60.0)
+    """Waits never grow beyond this (at least the initial interval, at most 30 days)."""
+    maximum_attempts: int = attempts(5)
+    """Attempts in total, the first included (0 = no limit; at most 10,000)."""
+
+    @model_validator(mode="after")
+    def _interval_order(self) -> RetrySettings:
+        if self.maximum_interval_seconds < self.initial_interval_seconds:
+            raise ValueError(
+                f"maximum_interval_seconds ({self.maximum_interval_seconds}) must be at least "
+                f"initial_interval_seconds ({self.initial_interval_seconds})"
+            )
+        return self
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(
@@ -30,14 +58,15 @@ class RetrySettings(BaseModel):
         )
 
 
-class ActivitySettings(BaseModel):
+class ActivitySettings(StrictInput):
     """Timeouts and retries of one kind of activity."""
 
-    start_to_close_seconds: float = 600.0
-    """Longest one attempt may run (model calls on a slow local model included)."""
-    heartbeat_seconds: float | None = None
+    start_to_close_seconds: float = seconds(600.0)
+    """Longest one attempt may run (model calls on a slow local model included); more than 0,
+    at most 30 days."""
+    heartbeat_seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     """An attempt that has not heartbeaten for this long counts as lost (its worker died) and is
-    retried; None for activities that do not heartbeat."""
+    retried; None for activities that do not heartbeat (more than 0, at most 30 days)."""
     retry: RetrySettings = Field(default_factory=RetrySettings)
     """The retry policy."""
 

@@ -1,9 +1,11 @@
 """The research nodes as activities: each loads the run's state by reference, runs the node
-function from `sleuth.research`, and stores the new state.
+function from `sleuth.research`, and stores the new state. None of them routes: the workflow
+decides which node runs next and when the run is over, then calls `research.finish`.
 
-`research.execute` heartbeats a checkpoint reference after every model turn and tool call (and
-on a timer while a tool or model call is slow); a retried attempt resumes the agent loop from the
-last checkpoint, so completed tool calls are not run again.
+Every node heartbeats on a timer, so a dead worker is noticed within the heartbeat timeout.
+`research.execute` makes a checkpoint durable in its journal after every model turn and tool call
+(`activities.checkpoints`); a retried attempt resumes the agent loop from it, so completed tool
+calls are not run again.
 """
 
 from __future__ import annotations
@@ -15,18 +17,25 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import ConfigError, mapped_errors
-from activities.heartbeat import checkpointing
-from activities.research_models import FINAL_EVIDENCE_CHARS, NodeInput, NodeOutput
+from activities.events import streams_events
+from activities.heartbeat import checkpointing, heartbeating
+from activities.research_models import (
+    FINAL_EVIDENCE_CHARS,
+    FinishInput,
+    FinishOutput,
+    NodeInput,
+    NodeOutput,
+)
 from sleuth.app import App
 from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
 from sleuth.log import get_logger
-from sleuth.research import DONE, ResearchSpec, ResearchState, finish, next_node
+from sleuth.research import Node, ResearchSpec, ResearchState
 
 log = get_logger(__name__)
 
 
 class ResearchActivities:
-    """The six research nodes, bound to the App whose research configs they run."""
+    """The six research nodes and the finish step, bound to the App whose research configs they run."""
 
     def __init__(self, app: App, store: ArtifactStore | None = None):
         self.app = app
@@ -44,10 +53,12 @@ class ResearchActivities:
             self.grounding_eval,
             self.regenerate,
             self.replan,
+            self.finish,
         ]
 
     @activity.defn(name="research.execute")
     @mapped_errors
+    @streams_events
     async def execute(self, request: NodeInput) -> NodeOutput:
         """The agent tool loop; resumes from the checkpoint of a failed earlier attempt."""
         spec, state = await self._load(request)
@@ -60,53 +71,83 @@ class ResearchActivities:
                     evidence=len(checkpoint.evidence),
                 )
             updated = await spec.run_node(
-                "execute", state, app=self.app, checkpoint=checkpoint, on_checkpoint=save
+                Node.EXECUTE, state, app=self.app, checkpoint=checkpoint, on_checkpoint=save
             )
         return await self._store_result(updated)
 
     @activity.defn(name="research.causal_inference")
     @mapped_errors
+    @streams_events
     async def causal_inference(self, request: NodeInput) -> NodeOutput:
         """Build the causal chain from the evidence."""
-        return await self._run("causal_inference", request)
+        return await self._run(Node.CAUSAL_INFERENCE, request)
 
     @activity.defn(name="research.summarize")
     @mapped_errors
+    @streams_events
     async def summarize(self, request: NodeInput) -> NodeOutput:
         """Distil the evidence into the summary."""
-        return await self._run("summarize", request)
+        return await self._run(Node.SUMMARIZE, request)
 
     @activity.defn(name="research.grounding_eval")
     @mapped_errors
+    @streams_events
     async def grounding_eval(self, request: NodeInput) -> NodeOutput:
-        """Score the summary's claims against the evidence; attach the result when the run is done."""
-        return await self._run("grounding_eval", request)
+        """Score the summary's claims against the evidence."""
+        return await self._run(Node.GROUNDING_EVAL, request)
 
     @activity.defn(name="research.regenerate")
     @mapped_errors
+    @streams_events
     async def regenerate(self, request: NodeInput) -> NodeOutput:
         """Rewrite the summary without new tool calls."""
-        return await self._run("regenerate", request)
+        return await self._run(Node.REGENERATE, request)
 
     @activity.defn(name="research.replan")
     @mapped_errors
+    @streams_events
     async def replan(self, request: NodeInput) -> NodeOutput:
         """Write a prompt focused on the ungrounded claims."""
-        return await self._run("replan", request)
+        return await self._run(Node.REPLAN, request)
+
+    @activity.defn(name="research.finish")
+    @mapped_errors
+    @streams_events
+    async def finish(self, request: FinishInput) -> FinishOutput:
+        """Record the end reason the workflow decided and write the run's report.
+
+        A step of its own rather than part of the last node: the report is built from the full
+        state in the artifact store (the evidence trail), which the workflow never holds, and
+        only the workflow knows the run is over.
+        """
+        spec = self._spec(request.research)
+        state = await self._load_state(request.state_ref)
+        async with heartbeating():
+            state, report = spec.finish(
+                state, request.end_reason, evidence_chars=FINAL_EVIDENCE_CHARS
+            )
+        ref = await asyncio.to_thread(put_json, self.store, state)
+        return FinishOutput(state_ref=ref, report=report)
 
     # -- shared steps -----------------------------------------------------------------------
 
-    async def _run(self, node: str, request: NodeInput) -> NodeOutput:
+    async def _run(self, node: Node, request: NodeInput) -> NodeOutput:
         spec, state = await self._load(request)
-        return await self._store_result(await spec.run_node(node, state, app=self.app))
+        async with heartbeating():
+            updated = await spec.run_node(node, state, app=self.app)
+        return await self._store_result(updated)
 
-    async def _load(self, request: NodeInput) -> tuple[ResearchSpec, ResearchState]:
-        spec = self.app.get_research(request.research)
+    def _spec(self, research: str) -> ResearchSpec:
+        spec = self.app.get_research(research)
         if not isinstance(spec, ResearchSpec):
             raise ConfigError(
-                f"research config {request.research!r} is a {type(spec).__name__}, not a "
+                f"research config {research!r} is a {type(spec).__name__}, not a "
                 "ResearchSpec; register one built with create_research_workflow(...)"
             )
+        return spec
+
+    async def _load(self, request: NodeInput) -> tuple[ResearchSpec, ResearchState]:
+        spec = self._spec(request.research)
         if request.state_ref is None:
             if not request.prompt:
                 raise ConfigError("the first research node needs a prompt")
@@ -116,17 +157,17 @@ class ResearchActivities:
                     grounding_threshold=request.grounding_threshold,
                     max_replans=request.max_replans,
                     max_regenerations=request.max_regenerations,
+                    causal_inference=request.causal_inference,
                 )
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc
             return spec, state
-        raw = await asyncio.to_thread(get_json, self.store, request.state_ref)
-        return spec, ResearchState.model_validate(raw)
+        return spec, await self._load_state(request.state_ref)
+
+    async def _load_state(self, state_ref: str) -> ResearchState:
+        raw = await asyncio.to_thread(get_json, self.store, state_ref)
+        return ResearchState.model_validate(raw)
 
     async def _store_result(self, state: ResearchState) -> NodeOutput:
-        final_state = None
-        if state.node == "grounding_eval" and next_node(state) == DONE:
-            state = finish(state)
-            final_state = state.final_state(evidence_chars=FINAL_EVIDENCE_CHARS)
         ref = await asyncio.to_thread(put_json, self.store, state)
-        return NodeOutput(state_ref=ref, digest=state.digest(), final_state=final_state)
+        return NodeOutput(state_ref=ref, digest=state.digest())

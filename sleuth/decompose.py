@@ -15,51 +15,79 @@ its prompt fits (estimated at four characters a token), so the tree can pass its
 by what that estimate misses. When the budget is spent the remaining work ends with what is
 known, and the result says `outcome="budget_exhausted"`.
 
-The same node functions (`decide`, `solve`, `synthesize`) and the same `BudgetPool` serve both
-runners: `DeepDecomposer.arun` in-process and `workflows.DecomposeWorkflow` durably.
+The same node functions (`decide`, `solve`, `synthesize`) and the same control flow
+(`sleuth.decompose_flow.next_decompose_step`, which also hands out the `BudgetPool` shares) serve
+both runners: `DeepDecomposer.arun` in-process and `workflows.DecomposeWorkflow` durably.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from sleuth.agent import CheckpointHook
-from sleuth.budget import (
-    BUDGET_REFUSED,
-    Budget,
-    BudgetPool,
-    OutOfTokens,
-    Spend,
-    budgeted_loop,
-    what_is_known,
+from sleuth.agent import Agent, CheckpointHook
+from sleuth.budget import Budget, BudgetPool, Spend
+from sleuth.decompose_flow import (
+    NOT_RUN_TEXT,
+    Decide,
+    Decision,
+    DecomposeStep,
+    FinishedSubtask,
+    NodeOutcome,
+    NodeRun,
+    SkipSubtask,
+    Solve,
+    StartSubtask,
+    Synthesize,
+    TaskNode,
+    drive_node,
 )
+from sleuth.errors import InvalidSettingError
 from sleuth.events import emit
+from sleuth.jsontext import json_from_text
+from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, tool_calls_made, what_is_known
 from sleuth.models import resolve
-from sleuth.models.base import Message, Model
+from sleuth.models.base import Message, Model, Usage
 from sleuth.state import LoopState
 from sleuth.text import preview
 from sleuth.tools import Tool, as_tool
 
-DEFAULT_MAX_DEPTH = 3
-NOT_RUN_TEXT = "(not run: the shared budget ran out before this subtask started)"
+__all__ = [
+    "NOT_RUN_TEXT",
+    "Budget",
+    "BudgetPool",
+    "DecomposeResult",
+    "Decision",
+    "DeepDecomposer",
+    "NodeOutcome",
+    "Spend",
+    "TaskNode",
+    "build_digest",
+    "DECISION_PROMPT",
+    "decision_prompt",
+    "effective_max_depth",
+    "parse_decision",
+    "synthesis_prompt",
+]
 
-_DECISION_PROMPT = """Decide how to handle the task below.
-If you can solve it directly, answer with exactly: {{"direct": true}}
+DEFAULT_MAX_DEPTH = 3
+
+DECISION_PROMPT = """Decide how to handle the task you are given.
+If you can solve it directly, answer with exactly: {"direct": true}
 If it should be split into smaller subtasks, answer with exactly:
-  {{"direct": false, "subtasks": ["first subtask", "second subtask", ...]}}
-Answer with the JSON object only.
-Task: {task}"""
+  {"direct": false, "subtasks": ["first subtask", "second subtask", ...]}
+Answer with the JSON object only."""
+"""The decision call's instructions, prepended verbatim to the agent's system prompt (so a system
+prompt can say what a subtask means in its domain); the task itself is the user message."""
 
 
 def decision_prompt(task: str) -> str:
-    """The one-call decision prompt for `task`."""
-    return _DECISION_PROMPT.format(task=task)
+    """The user message of the decision call for `task`."""
+    return f"Task: {task}"
 
 
 def synthesis_prompt(task: str, digest: str) -> str:
@@ -83,51 +111,8 @@ def effective_max_depth(value: int | None, default: int = DEFAULT_MAX_DEPTH) -> 
     if value is None:
         value = default
     if value < 0:
-        raise ValueError(f"max_depth must be 0 or more, not {value}")
+        raise InvalidSettingError(f"max_depth must be 0 or more, not {value}")
     return value or DEFAULT_MAX_DEPTH
-
-
-# -- results and the tree ---------------------------------------------------------------------
-
-NodeStatus = Literal["pending", "deciding", "solving", "running", "synthesizing", "done", "skipped"]
-
-
-class TaskNode(BaseModel):
-    """One task of the tree: what it is, how far it got, what it used."""
-
-    task: str
-    depth: int
-    status: NodeStatus = "pending"
-    mode: Literal["direct", "decomposed"] | None = None
-    children: list[TaskNode] = Field(default_factory=list)
-    result_preview: str = ""
-    spent: Spend = Field(default_factory=Spend)
-    budget_exhausted: bool = False
-    workflow_id: str | None = None
-
-    def count(self, status: NodeStatus) -> int:
-        """How many nodes of this subtree have `status`."""
-        return (self.status == status) + sum(c.count(status) for c in self.children)
-
-
-class Decision(BaseModel):
-    """The outcome of the decision call."""
-
-    direct: bool
-    subtasks: list[str] = Field(default_factory=list)
-    reason: str = ""
-    spent: Spend = Field(default_factory=Spend)
-    budget_exhausted: bool = False
-
-
-class NodeOutcome(BaseModel):
-    """A leaf's or a synthesis's answer."""
-
-    text: str
-    spent: Spend = Field(default_factory=Spend)
-    budget_exhausted: bool = False
-    skipped: bool = False
-    """The budget left was too small to start the work at all."""
 
 
 class DecomposeResult(BaseModel):
@@ -150,10 +135,8 @@ class DecomposeResult(BaseModel):
 
 def parse_decision(text: str) -> tuple[bool, list[str], str]:
     """(direct, subtasks, reason). Anything but a well-formed split means: solve directly."""
-    cleaned = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip())
-    try:
-        data = json.loads(cleaned)
-    except (json.JSONDecodeError, ValueError):
+    data = json_from_text(text)
+    if data is None:
         return True, [], "malformed decision JSON"
     if not isinstance(data, dict):
         return True, [], "decision is not a JSON object"
@@ -190,10 +173,11 @@ class DeepDecomposer:
         max_fan_out: int = 4,
         budget: Budget | dict[str, Any] | None = None,
         max_output_tokens: int | None = None,
+        agent_options: Mapping[str, Any] | None = None,
         name: str = "deep",
     ):
         if max_fan_out < 1:
-            raise ValueError(f"max_fan_out must be at least 1, not {max_fan_out}")
+            raise InvalidSettingError(f"max_fan_out must be at least 1, not {max_fan_out}")
         self.model = resolve(model)
         self.tools = [as_tool(t) for t in tools]
         self.system_prompt = system_prompt
@@ -202,34 +186,43 @@ class DeepDecomposer:
         self.max_fan_out = max_fan_out
         self.budget = Budget.model_validate(budget) if isinstance(budget, dict) else budget
         self.max_output_tokens = max_output_tokens
+        self.agent_options = dict(agent_options or {})
+        """Further `Agent` keywords for every leaf and synthesis loop (`tool_retry`,
+        `guardrails`, `governance`, `memory`, ...)."""
         self.name = name
 
     # -- node functions (shared with the durable runner) -----------------------------------------
 
-    def _fits(self, allowance: Budget, prompt: str) -> bool:
-        """Whether a call with this prompt stays within the input-token allowance (estimated at
-        four characters a token, system prompt included), so a large prompt is not started only
-        to cross the line."""
-        if allowance.max_input_tokens is None:
-            return True
-        estimate = (len(self.system_prompt) + len(prompt)) // 4
-        return estimate <= allowance.max_input_tokens
+    def _messages(self, prompt: str, *, deciding: bool = False) -> list[Message]:
+        """The first request of a call on `prompt`: the system prompt (if any) and the prompt.
+        The decision call's system prompt starts with `DECISION_PROMPT`."""
+        system = self.system_prompt.strip()
+        if deciding:
+            system = f"{DECISION_PROMPT}\n\n{system}" if system else DECISION_PROMPT
+        messages = [Message(role="system", content=system)] if system else []
+        messages.append(Message(role="user", content=prompt))
+        return messages
 
-    def _output_cap(self, allowance: Budget) -> int | None:
-        caps = [c for c in (self.max_output_tokens, allowance.max_output_tokens) if c is not None]
-        return min(caps) if caps else None
+    def _fits_messages(self, allowance: Budget, messages: list[Message]) -> bool:
+        try:
+            allowance.check_before_request(Usage(), messages)
+        except UsageLimitExceeded:
+            return False
+        return not allowance.is_spent
+
+    def _fits(self, allowance: Budget, prompt: str) -> bool:
+        """Whether a first request on `prompt` is allowed: the budget is not spent and its
+        estimated input tokens fit, so a large prompt is not started only to cross the line."""
+        return self._fits_messages(allowance, self._messages(prompt))
 
     async def decide(self, task: str, allowance: Budget | None = None) -> Decision:
         """One model call: solve `task` directly, or split it into subtasks?"""
         allowance = allowance or Budget()
-        prompt = decision_prompt(task)
-        if allowance.is_spent or not self._fits(allowance, prompt):
+        messages = self._messages(decision_prompt(task), deciding=True)
+        if not self._fits_messages(allowance, messages):
             return Decision(direct=True, reason="budget spent", budget_exhausted=True)
-        messages = []
-        if self.system_prompt.strip():
-            messages.append(Message(role="system", content=self.system_prompt.strip()))
-        messages.append(Message(role="user", content=prompt))
-        response = await self.model.request(messages, max_output_tokens=self._output_cap(allowance))
+        caps = [c for c in (self.max_output_tokens, allowance.max_output_tokens) if c is not None]
+        response = await self.model.request(messages, max_output_tokens=min(caps, default=None))
         direct, subtasks, reason = parse_decision(response.text)
         spent = Spend.of(response.usage)
         return Decision(
@@ -249,7 +242,7 @@ class DeepDecomposer:
         on_checkpoint: CheckpointHook | None = None,
     ) -> NodeOutcome:
         """Solve `task` with a ReAct loop (the agent's tools), within `allowance`."""
-        return await self._react(task, allowance, checkpoint, on_checkpoint)
+        return await self._react(task, allowance or Budget(), checkpoint, on_checkpoint)
 
     async def synthesize(
         self,
@@ -266,8 +259,8 @@ class DeepDecomposer:
         """
         digest = build_digest(results)
         prompt = synthesis_prompt(task, digest)
-        spent = allowance is not None and (allowance.is_spent or not self._fits(allowance, prompt))
-        if spent and checkpoint is None:
+        allowance = allowance or Budget()
+        if checkpoint is None and not self._fits(allowance, prompt):
             return NodeOutcome(
                 text="The budget ran out before the results could be synthesised. "
                 f"What the subtasks found:\n\n{digest}",
@@ -278,32 +271,27 @@ class DeepDecomposer:
     async def _react(
         self,
         prompt: str,
-        allowance: Budget | None,
+        allowance: Budget,
         checkpoint: LoopState | None,
         on_checkpoint: CheckpointHook | None,
     ) -> NodeOutcome:
-        allowance = allowance or Budget()
-        if checkpoint is None and (allowance.is_spent or not self._fits(allowance, prompt)):
+        if checkpoint is None and not self._fits(allowance, prompt):
             return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
-        agent, guard = budgeted_loop(
+        agent = Agent(
             self.model,
             self.tools,
             self.system_prompt,
-            allowance,
+            limits=allowance,
             max_iterations=self.max_iterations,
             max_output_tokens=self.max_output_tokens,
             name=self.name,
-            checkpoint=checkpoint,
+            **self.agent_options,
         )
-        try:
-            result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
-        except OutOfTokens:
-            if guard.state is None:
-                return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
-            spent = Spend.of(guard.state.usage, guard.tool_calls)
-            return NodeOutcome(text=what_is_known(guard.state), spent=spent, budget_exhausted=True)
-        spent = Spend.of(result.usage, guard.tool_calls)
-        exhausted = result.stop_reason == BUDGET_REFUSED or guard.refused > 0
+        result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
+        spent = Spend.of(result.usage, tool_calls_made(result.state))
+        exhausted = result.stop_reason == BUDGET_EXHAUSTED or any(
+            e.error == BUDGET_EXHAUSTED for e in result.evidence
+        )
         text = what_is_known(result.state) if exhausted else result.message
         return NodeOutcome(text=text, spent=spent, budget_exhausted=exhausted)
 
@@ -315,93 +303,61 @@ class DeepDecomposer:
 
     async def arun(self, task: str, *, max_depth: int | None = None) -> DecomposeResult:
         """Decompose and solve `task` in this process; `max_depth` overrides the agent's (0 = 3)."""
-        depth_limit = effective_max_depth(max_depth, self.max_depth)
-        root = TaskNode(task=task, depth=0)
-        outcome = await self._node(root, depth_limit, self.budget or Budget())
+        run = NodeRun(
+            node=TaskNode(task=task, depth=0),
+            max_depth=effective_max_depth(max_depth, self.max_depth),
+            max_fan_out=self.max_fan_out,
+            allowance=self.budget or Budget(),
+        )
+        outcome = await self._drive(run)
         return DecomposeResult(
             answer=outcome.text,
             outcome="budget_exhausted" if outcome.budget_exhausted else "completed",
             spent=outcome.spent,
-            tree=root,
+            tree=run.node,
         )
 
-    async def _node(self, node: TaskNode, max_depth: int, allowance: Budget) -> NodeOutcome:
+    async def _drive(self, run: NodeRun) -> NodeOutcome:
+        """Run one node to its end in this process; a subtask is a nested drive."""
+        node = run.node
         emit(
             "decompose",
             agent=self.name,
             depth=node.depth,
-            max_depth=max_depth,
+            max_depth=run.max_depth,
             task_preview=preview(node.task),
         )
-        spent = Spend()
-        exhausted = False
-        if node.depth < max_depth:
-            node.status = "deciding"
-            decision = await self.decide(node.task, allowance)
-            spent, exhausted = decision.spent, decision.budget_exhausted
-            if not decision.direct:
-                return await self._split(node, decision, max_depth, allowance)
-        node.status, node.mode = "solving", "direct"
-        solved = await self.solve(node.task, allowance.minus(spent))
-        return _finish(node, solved, spent + solved.spent, exhausted or solved.budget_exhausted)
-
-    async def _split(
-        self, node: TaskNode, decision: Decision, max_depth: int, allowance: Budget
-    ) -> NodeOutcome:
-        node.status, node.mode = "running", "decomposed"
-        node.children = [TaskNode(task=s, depth=node.depth + 1) for s in decision.subtasks]
-        pool = BudgetPool(
-            allowance.minus(decision.spent),
-            consumers=len(node.children) + 1,
-            at_once=self.max_fan_out,
-        )
-        gate = asyncio.Semaphore(self.max_fan_out)
-        settled = asyncio.Condition()
-
-        async def run_child(child: TaskNode) -> NodeOutcome:
-            async with gate:
-                async with settled:
-                    await settled.wait_for(lambda: not pool.must_wait())
-                grant = pool.grant()
-                if grant is None:
-                    return _skip(child)
-                spent = Spend()
-                try:
-                    outcome = await self._node(child, max_depth, grant)
-                    spent = outcome.spent
-                finally:  # a failed subtask must not leave its siblings waiting
-                    pool.settle(grant, spent)
-                    async with settled:
-                        settled.notify_all()
-                return outcome
-
-        outcomes = await asyncio.gather(*(run_child(c) for c in node.children))
-        node.status = "synthesizing"
-        grant = pool.grant()
-        synthesis = await self.synthesize(
-            node.task,
-            [(c.task, o.text) for c, o in zip(node.children, outcomes, strict=True)],
-            grant or Budget(max_tool_calls=0),
-        )
-        pool.settle(grant, synthesis.spent)
-        exhausted = (
-            decision.budget_exhausted
-            or synthesis.budget_exhausted
-            or any(o.budget_exhausted for o in outcomes)
-        )
-        return _finish(node, synthesis, decision.spent + pool.spent, exhausted)
+        return await drive_node(run, _InProcess(self))
 
 
-def _skip(node: TaskNode) -> NodeOutcome:
-    node.status, node.budget_exhausted, node.result_preview = "skipped", True, NOT_RUN_TEXT
-    emit("decompose.skipped", depth=node.depth, task_preview=preview(node.task))
-    return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
+@dataclass
+class _InProcess:
+    """Carries out `drive_node`'s steps in this process (`NodeSteps`)."""
 
+    decomposer: DeepDecomposer
 
-def _finish(node: TaskNode, outcome: NodeOutcome, spent: Spend, exhausted: bool) -> NodeOutcome:
-    node.status = "skipped" if outcome.skipped else "done"
-    node.spent, node.budget_exhausted = spent, exhausted
-    node.result_preview = preview(outcome.text, 200)
-    return NodeOutcome(
-        text=outcome.text, spent=spent, budget_exhausted=exhausted, skipped=outcome.skipped
-    )
+    async def decide(self, step: Decide) -> Decision:
+        return await self.decomposer.decide(step.task, step.allowance)
+
+    async def solve(self, step: Solve) -> NodeOutcome:
+        return await self.decomposer.solve(step.task, step.allowance)
+
+    async def synthesize(self, step: Synthesize) -> NodeOutcome:
+        return await self.decomposer.synthesize(step.task, step.results, step.allowance)
+
+    def start_subtask(self, run: NodeRun, step: StartSubtask) -> asyncio.Future[FinishedSubtask]:
+        return asyncio.ensure_future(self._subtask(run.subtask(step)))
+
+    async def _subtask(self, run: NodeRun) -> FinishedSubtask:
+        return await self.decomposer._drive(run), run.node
+
+    async def first_finished(
+        self, running: Sequence[asyncio.Future[FinishedSubtask]]
+    ) -> list[asyncio.Future[FinishedSubtask]]:
+        done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        return [future for future in running if future in done]
+
+    def observe(self, run: NodeRun, step: DecomposeStep, *, finished: bool) -> None:
+        if isinstance(step, SkipSubtask) and not finished:
+            skipped = run.node.children[step.index]
+            emit("decompose.skipped", depth=skipped.depth, task_preview=preview(skipped.task))

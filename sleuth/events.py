@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+STREAM_TOPIC = "events"
+"""The topic of a durable run's workflow stream that its events go to (`workflows.streams`)."""
+
 _current_run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "sleuth_run_id", default=None
+)
+_captures: contextvars.ContextVar[tuple[Callable[[Event], None], ...]] = contextvars.ContextVar(
+    "sleuth_event_captures", default=()
 )
 
 
@@ -48,11 +55,19 @@ class EventBus:
     def publish(
         self, event_type: str, data: dict[str, Any] | None = None, *, run_id: str | None = None
     ) -> None:
-        """Publish to the given run, or to the current `run_context()`; dropped outside one."""
+        """Publish to the given run, or to the current `run_context()`; dropped outside one unless
+        a `capture_events()` of the calling context takes it."""
         rid = run_id or _current_run_id.get()
+        captures = _captures.get()
+        if rid is None and not captures:
+            return
+        event = Event(
+            event_type=event_type, run_id=rid or "", data=data or {}, timestamp=time.time()
+        )
+        for capture in captures:
+            capture(event)
         if rid is None:
             return
-        event = Event(event_type=event_type, run_id=rid, data=data or {}, timestamp=time.time())
         for listener in list(self._listeners):
             listener(event)
         for queue in list(self._queues.get(rid, ())):
@@ -112,6 +127,35 @@ def current_run_id() -> str | None:
 def emit(event_type: str, **data: Any) -> None:
     """Publish an event to the current run (no-op outside `run_context()`)."""
     _bus.publish(event_type, data)
+
+
+@contextmanager
+def forward_events(deliver: Callable[[Event], None]) -> Iterator[None]:
+    """Call `deliver` with every event published in this context (tasks and threads started from
+    it included), with or without a `run_context()`. `deliver` may run on a tool's thread."""
+    token = _captures.set((*_captures.get(), deliver))
+    try:
+        yield
+    finally:
+        _captures.reset(token)
+
+
+@contextmanager
+def capture_events() -> Iterator[asyncio.Queue[Event]]:
+    """Also deliver every event published in this context to the yielded queue (from any
+    thread). `Agent.run` uses it."""
+    queue: asyncio.Queue[Event] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def deliver(event: Event) -> None:
+        if threading.get_ident() == loop_thread:
+            queue.put_nowait(event)
+        else:  # a sync tool on a worker thread
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+
+    with forward_events(deliver):
+        yield queue
 
 
 @asynccontextmanager

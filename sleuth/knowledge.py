@@ -1,8 +1,9 @@
 """`KnowledgeProvider`: research that iterates over a discoverable surface, one run per item.
 
 A provider lists the items of an inventory (hosts, packages, vendors, ...), says what to ask about
-each one, and turns each research result into a `KnowledgeRow`. `KnowledgeScanWorkflow` drives it
-durably, calling `research_item` below once per item; that function works in-process too.
+each one, and turns each run's result into a `KnowledgeRow`. An item's run is a research run
+(`research_item`) or an agent run (`agent_item`); `KnowledgeScanWorkflow` drives either durably,
+once per item, and both functions work in-process too.
 
     class AssetInventoryProvider(KnowledgeProvider):
         def list_items(self) -> list[ItemRef]:
@@ -17,9 +18,12 @@ durably, calling `research_item` below once per item; that function works in-pro
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+if TYPE_CHECKING:
+    from sleuth.app import ResearchConfig, RunnableAgent
 
 ROW_FIELDS = (
     "summary",
@@ -34,7 +38,12 @@ ROW_FIELDS = (
 
 
 class ItemRef(BaseModel):
-    """One item of an inventory. Small: it crosses the wire once per item."""
+    """One item of an inventory. Small: it crosses the wire once per item.
+
+    Both forms of the SDK pages work: `ItemRef(id="h1", label="Host 1")` and
+    `ItemRef(name="h1", provider="assets")`, where `name` is the item's identity (`ref.name` is
+    `ref.id`).
+    """
 
     id: str
     """Stable identity within the provider; rows are keyed by (scan id, item id)."""
@@ -44,6 +53,26 @@ class ItemRef(BaseModel):
     """The provider that listed it."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Whatever the provider wants to carry from listing to research (keep it small)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_is_the_id(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "name" not in data:
+            return data
+        data = dict(data)
+        name = data.pop("name")
+        if "id" in data and data["id"] != name:
+            raise ValueError(
+                f"ItemRef got id={data['id']!r} and name={name!r}; they are the same thing (the "
+                "item's identity): give one of them, and put a display name in label"
+            )
+        data["id"] = name
+        return data
+
+    @property
+    def name(self) -> str:
+        """The item's identity, as seed 000 calls it (the same as `id`)."""
+        return self.id
 
     @property
     def display(self) -> str:
@@ -94,19 +123,53 @@ class KnowledgeProvider(ABC):
         return self.describe_item(ref)
 
     def to_row(self, ref: ItemRef, result: Any) -> KnowledgeRow:
-        """The row stored for the item. The default keeps the research outcome (`ROW_FIELDS` of
-        the final state: report, summary, grounding score, loop counts, sources), not the
-        evidence trail; override it to shape your own rows."""
-        final_state = getattr(result, "final_state", result)
+        """The row stored for the item; override it to shape your own rows.
+
+        `result` has `model_dump()`. For a research run it is the run's `ResearchResult`, and the
+        default row keeps its outcome (`ROW_FIELDS` of the report: summary, structured output,
+        grounding score, loop counts, sources), not the evidence trail. For an agent run it is the
+        agent's structured output when it has one (an instance of its `output_schema`), else
+        its `AgentResult`; the default row keeps all of it.
+        """
+        final_state = getattr(result, "final_state", None)
+        if isinstance(final_state, BaseModel):
+            final_state = final_state.model_dump(mode="json")
         if isinstance(final_state, dict):
-            kept = {key: final_state[key] for key in ROW_FIELDS if key in final_state}
-            return KnowledgeRow(id=ref.id, data=jsonable(kept or final_state))
-        return KnowledgeRow(id=ref.id, data={"result": jsonable(final_state)})
+            dumped = final_state
+            kept = {key: dumped[key] for key in ROW_FIELDS if key in dumped}
+            return KnowledgeRow(id=ref.id, data=jsonable(kept or dumped))
+        dump = getattr(result, "model_dump", None)
+        data = dump(mode="json") if callable(dump) else result
+        if isinstance(data, dict):
+            return KnowledgeRow(id=ref.id, data=jsonable(data))
+        return KnowledgeRow(id=ref.id, data={"result": jsonable(data)})
 
 
-async def research_item(provider: KnowledgeProvider, research: Any, ref: ItemRef) -> KnowledgeRow:
+async def research_item(
+    provider: KnowledgeProvider, research: ResearchConfig, ref: ItemRef
+) -> KnowledgeRow:
     """Research one item with a research config (anything with `async execute(inputs)`) -> its row."""
     result = await research.execute({"prompt": provider.question(ref)})
+    return row_for(provider, ref, result)
+
+
+async def agent_item(
+    provider: KnowledgeProvider, agent: RunnableAgent, ref: ItemRef
+) -> KnowledgeRow:
+    """Run one item with an agent (anything with `async arun(task)`) -> its row."""
+    result = await agent.arun(provider.question(ref))
+    return row_for(provider, ref, agent_row_input(result))
+
+
+def agent_row_input(result: Any) -> Any:
+    """What `to_row` receives for an agent run: its structured output when that is a pydantic
+    model (seed 000's `to_row(ref, result: ResearchResult)`), else the run's result."""
+    parsed = getattr(result, "parsed", None)
+    return parsed if isinstance(parsed, BaseModel) else result
+
+
+def row_for(provider: KnowledgeProvider, ref: ItemRef, result: Any) -> KnowledgeRow:
+    """The provider's row for a research result, checked to be a `KnowledgeRow`."""
     row = provider.to_row(ref, result)
     if not isinstance(row, KnowledgeRow):
         raise TypeError(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 import structlog
+
+from sleuth.settings import load_settings
 
 _configured = False
 
@@ -16,9 +17,10 @@ def configure_logging(*, json_format: bool | None = None, level: str | None = No
     global _configured
     if _configured:
         return
+    settings = load_settings()
     if json_format is None:
-        json_format = os.environ.get("SLEUTH_LOG_FORMAT", "console").lower() == "json"
-    level_name = (level or os.environ.get("SLEUTH_LOG_LEVEL", "INFO")).upper()
+        json_format = settings.log_format == "json"
+    level_name = (level or settings.log_level).upper()
     numeric_level = logging.getLevelName(level_name)
     if not isinstance(numeric_level, int):
         numeric_level = logging.INFO
@@ -45,12 +47,7 @@ def configure_logging(*, json_format: bool | None = None, level: str | None = No
     )
     # The SDK's own INFO lines (worker start/stop, workflow log records with their context dicts)
     # drown a command's output; they stay available with SLEUTH_TEMPORAL_LOG_LEVEL=INFO.
-    temporal_level = logging.getLevelName(
-        os.environ.get("SLEUTH_TEMPORAL_LOG_LEVEL", "WARNING").upper()
-    )
-    logging.getLogger("temporalio").setLevel(
-        temporal_level if isinstance(temporal_level, int) else logging.WARNING
-    )
+    logging.getLogger("temporalio").setLevel(settings.temporal_log_level)
     _configured = True
 
 

@@ -5,7 +5,7 @@ Everything that turns such text into a message a person or a workflow history wi
 through `redact` first. Two layers:
 
 - patterns: `sk-…`-style keys, `Bearer …` tokens, `key=value` / `"key": "value"` pairs whose key
-  names a credential, and the user:password part of URLs;
+  names a credential, `?key=`/`&sig=` in URL query strings, and the user:password part of URLs;
 - known values: the values of credential-looking environment variables of this process
   (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*PASSWORD*`, …), wherever they appear, whatever their shape.
 """
@@ -39,6 +39,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     # provider-style keys: sk-..., sk-ant-..., sk-proj-..., pk-..., rk-...
     (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}"), MASK),
+    # keys in URL query strings: ?key=... (Google-style gateways), &sig=... (signed URLs)
+    (re.compile(r"(?i)([?&](?:key|sig|signature)=)(?!\[REDACTED\])[^&#\s\"']{4,}"), rf"\1{MASK}"),
 )
 
 

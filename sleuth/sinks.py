@@ -5,29 +5,38 @@ instead of adding a second one. A record is either a row (`status="ok"`, the pro
 recorded failure (`status="failed"`, the error). Re-running a scan id skips items whose record is
 a row; failed items are tried again.
 
-Sinks are named on the wire by a spec string, resolved in the worker by `open_sink`:
+A workflow input names a sink; it never gives a path, URL or host. The worker resolves the name
+(`sink_for_name`), in this order:
 
-- `None` or `"sqlite"`: the embedded default, `$SLEUTH_HOME/rows.sqlite`;
-- `"sqlite:///path/to/rows.sqlite"`, `"jsonl:///path/to/rows.jsonl"`;
-- `"opensearch://host:9200/index"` (needs `pip install 'sleuth[opensearch]'`);
-- or the name of a sink registered with `app.sink(name, sink)`.
+- a sink registered in the App: `app.sink("audit", JSONLRowSink(...))`;
+- a sink configured on the worker: `SLEUTH_SINKS="audit=jsonl:///srv/rows/audit.jsonl,search=
+  opensearch://host:9200/rows"` or `sleuth worker --sink audit=jsonl:///...`;
+- `rows` (the default): `$SLEUTH_HOME/rows.sqlite`.
+
+File sinks configured by URL (`sqlite:///path`, `jsonl:///path`) must lie inside `$SLEUTH_HOME` or
+a directory listed in `SLEUTH_SINK_DIRS`; `opensearch://host:9200/index` (and `opensearchs://`)
+needs `pip install 'sleuth[opensearch]'`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field
 
-from sleuth.config import sleuth_home
+from sleuth.config import PRIVATE_FILE_MODE, private_dir, private_file, sleuth_home
+from sleuth.errors import SleuthError
+from sleuth.redact import has_credentials, redact
+from sleuth.settings import load_settings
 
 Status = Literal["ok", "failed"]
 
@@ -96,7 +105,7 @@ class SQLiteRowSink:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path).expanduser() if path else sleuth_home() / "rows.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)
         self._lock = threading.Lock()
         self._connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         with self._lock, self._connection:
@@ -182,7 +191,7 @@ class JSONLRowSink:
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         self._lock = threading.Lock()
 
     @property
@@ -192,7 +201,7 @@ class JSONLRowSink:
     def put(self, record: RowRecord) -> None:
         line = (record.model_dump_json() + "\n").encode()
         with self._lock:
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
             try:
                 size = os.fstat(fd).st_size
                 # After a torn last line, start on a line of our own: glued to the fragment,
@@ -262,7 +271,8 @@ class OpenSearchRowSink:
 
     @property
     def location(self) -> str:
-        return f"{self.url.rstrip('/')}/{self.index}"
+        # Shown in memos, outcomes and CLI output: a URL's credentials stay in the worker.
+        return redact(f"{self.url.rstrip('/')}/{self.index}")
 
     @staticmethod
     def _doc_id(scan_id: str, item_id: str) -> str:
@@ -325,24 +335,123 @@ class OpenSearchRowSink:
             search_after = hits[-1]["sort"]
 
 
-class UnknownSinkError(ValueError):
-    """A sink spec that is neither a registered name nor a supported URL."""
+class UnknownSinkError(SleuthError, ValueError):
+    """A sink name that the worker does not know, or a sink URL the worker refuses."""
 
 
-def open_sink(spec: str | None) -> RowSink:
-    """The sink a URL-like spec names (see the module docstring); registered names are the App's."""
-    if spec is None or spec == "sqlite":
-        return SQLiteRowSink()
-    parsed = urlparse(spec)
-    if parsed.scheme == "sqlite" and parsed.path:
-        return SQLiteRowSink(parsed.path)
-    if parsed.scheme == "jsonl" and parsed.path:
-        return JSONLRowSink(parsed.path)
+DEFAULT_SINK = "rows"
+"""The sink a scan writes to when its input names none: `$SLEUTH_HOME/rows.sqlite`."""
+SINKS_ENV = "SLEUTH_SINKS"
+"""Worker-configured sinks: `name=URL` pairs separated by commas."""
+SINK_DIRS_ENV = "SLEUTH_SINK_DIRS"
+"""Directories (separated by `os.pathsep`) where file sinks may live besides `$SLEUTH_HOME`."""
+SINK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_RESERVED = ("temporal.sqlite", "stores", "artifacts", "models", "keys")
+"""Entries of `$SLEUTH_HOME` that belong to other parts of Sleuth: no sink may write into them."""
+
+
+def check_sink_name(value: str) -> str:
+    """`value` if it is a sink name (letters, digits, `.`, `_`, `-`; at most 64), else a
+    ValueError saying how to configure a sink. Credentials in a refused value are not echoed."""
+    if SINK_NAME.match(value):
+        return value
+    shown = "a URL with credentials" if has_credentials(value) else repr(redact(value[:80]))
+    raise ValueError(
+        f"sink {shown} refused: a scan names a sink (letters, digits, '.', '_', '-'; at most 64), "
+        "it never gives a path, URL or host. Configure the sink on the worker "
+        f"({SINKS_ENV}=name=URL or `sleuth worker --sink name=URL`) or register it with "
+        f"app.sink(name, sink), then pass its name (default {DEFAULT_SINK!r})"
+    )
+
+
+def parse_sink_settings(text: str) -> dict[str, str]:
+    """`{"audit": "jsonl:///srv/a.jsonl"}` from `"audit=jsonl:///srv/a.jsonl,..."`."""
+    sinks: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, url = entry.partition("=")
+        if not sep or not url.strip():
+            raise UnknownSinkError(
+                f"sink setting {redact(entry)!r} must look like name=URL, e.g. "
+                "audit=jsonl:///srv/rows/audit.jsonl"
+            )
+        try:
+            sinks[check_sink_name(name.strip())] = url.strip()
+        except ValueError as exc:
+            raise UnknownSinkError(str(exc)) from None
+    return sinks
+
+
+def configured_sink_urls() -> dict[str, str]:
+    """The sinks `$SLEUTH_SINKS` configures on this worker, by name."""
+    return dict(load_settings().sinks)
+
+
+def allowed_sink_dirs() -> list[Path]:
+    """Where file sinks may live: `$SLEUTH_HOME` and the directories in `$SLEUTH_SINK_DIRS`."""
+    extra = [directory.expanduser() for directory in load_settings().sink_dirs]
+    return [directory.resolve() for directory in (sleuth_home(), *extra)]
+
+
+def confined_file(path_text: str, url: str) -> Path:
+    """The absolute path of a file sink, if it lies inside an allowed directory."""
+    path = Path(path_text)
+    if not path.is_absolute():
+        raise UnknownSinkError(
+            f"sink {redact(url)!r}: the file must be an absolute path (three slashes: "
+            "jsonl:///srv/rows/x.jsonl)"
+        )
+    real = path.resolve()
+    allowed = allowed_sink_dirs()
+    home = allowed[0]
+    inside = [root for root in allowed if real.is_relative_to(root)]
+    reserved = real.is_relative_to(home) and real.relative_to(home).parts[:1] in {
+        (entry,) for entry in _RESERVED
+    }
+    if not inside or (reserved and inside == [home]):
+        raise UnknownSinkError(
+            f"sink {redact(url)!r}: file sinks must lie inside $SLEUTH_HOME ({home}, except "
+            f"{', '.join(_RESERVED)}) or a directory listed in ${SINK_DIRS_ENV}; "
+            f"{real} is not"
+        )
+    return real
+
+
+def open_sink_url(url: str) -> RowSink:
+    """The sink a worker-side URL configures (never called with a workflow input)."""
+    parsed = urlparse(url)
+    if parsed.scheme in {"sqlite", "jsonl"}:
+        if parsed.netloc or not parsed.path:
+            raise UnknownSinkError(
+                f"sink {redact(url)!r}: use {parsed.scheme}:///absolute/path (three slashes)"
+            )
+        path = confined_file(parsed.path, url)
+        return SQLiteRowSink(path) if parsed.scheme == "sqlite" else JSONLRowSink(path)
     if parsed.scheme in {"opensearch", "opensearchs"} and parsed.netloc:
         index = parsed.path.strip("/") or "sleuth-rows"
         http = "https" if parsed.scheme == "opensearchs" else "http"
         return OpenSearchRowSink(f"{http}://{parsed.netloc}", index)
     raise UnknownSinkError(
-        f"unknown sink {spec!r}: use 'sqlite', 'sqlite:///path', 'jsonl:///path', "
-        "'opensearch://host:9200/index' or the name of a sink registered with app.sink(...)"
+        f"unsupported sink URL {redact(url)!r}: use sqlite:///path, jsonl:///path or "
+        "opensearch://host:9200/index"
+    )
+
+
+def sink_for_name(name: str | None, *, registered: Mapping[str, RowSink] | None = None) -> RowSink:
+    """The sink `name` means on this worker: registered in the App, configured in
+    `$SLEUTH_SINKS`, or the default `rows`. Anything else is an `UnknownSinkError` listing the
+    names there are."""
+    name = check_sink_name(name or DEFAULT_SINK)
+    registered = registered or {}
+    if name in registered:
+        return registered[name]
+    configured = configured_sink_urls()
+    if name in configured:
+        return open_sink_url(configured[name])
+    if name == DEFAULT_SINK:
+        return SQLiteRowSink()
+    known = sorted({DEFAULT_SINK, *registered, *configured})
+    raise UnknownSinkError(
+        f"unknown sink {name!r}; this worker has: {', '.join(known)}. Configure it on the "
+        f"worker ({SINKS_ENV}=name=URL or `sleuth worker --sink name=URL`) or register it "
+        "with app.sink(name, sink)"
     )

@@ -46,6 +46,8 @@ class LoopState(BaseModel):
     final_message: str = ""
     grounding: dict[str, Any] | None = None
     grounding_rounds: int = 0
+    guardrail_retries: int = 0
+    """New answers asked for because the last one broke an output guardrail."""
     """How often a poorly grounded answer was already sent back for more research."""
     layers: dict[str, Any] = Field(default_factory=dict)
     """State of capability layers (files, todos, ...) so a checkpoint carries it across restarts."""

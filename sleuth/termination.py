@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from sleuth.errors import InvalidSettingError
 from sleuth.state import LoopState
 
 
@@ -72,7 +73,7 @@ class AnyOf(Condition):
 class MaxIterations(Condition):
     def __init__(self, limit: int):
         if limit < 1:
-            raise ValueError(f"MaxIterations needs a limit of at least 1, got {limit}")
+            raise InvalidSettingError(f"MaxIterations needs a limit of at least 1, got {limit}")
         self.limit = limit
 
     def check(self, state: LoopState) -> tuple[bool, str]:

@@ -2,7 +2,9 @@
 
 The JSON schema comes from the type hints (pydantic models are allowed as arguments); the
 description is the docstring. Bad arguments and exceptions come back as a `ToolResult` with
-`ok=False` so the agent loop can show them to the model and go on.
+`ok=False` so the agent loop can show them to the model and go on. A parameter annotated
+`sleuth.limits.UsageAccount` is not part of the schema: the agent passes the account of the run
+calling the tool, for a tool that spends model tokens of its own to charge them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from sleuth.limits import UsageAccount
 from sleuth.models.base import RetryableModelError, ToolSpec
 
 
@@ -57,10 +60,15 @@ class Tool:
         self._signature = inspect.signature(func)
         hints = get_type_hints(func)
         fields: dict[str, Any] = {}
+        self.account_parameter: str | None = None
+        """The parameter the calling run's `UsageAccount` is passed in, if the function has one."""
         for param in self._signature.parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 continue
             annotation = hints.get(param.name, Any)
+            if annotation is UsageAccount:
+                self.account_parameter = param.name
+                continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (annotation, default)
         self.arguments_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
@@ -77,8 +85,14 @@ class Tool:
         parsed = self.arguments_model.model_validate(arguments)
         return {key: getattr(parsed, key) for key in type(parsed).model_fields}
 
-    async def invoke(self, arguments: dict[str, Any]) -> ToolResult:
-        """Run the tool. Never raises for bad arguments or tool errors: they become `ok=False`."""
+    async def invoke(
+        self, arguments: dict[str, Any], account: UsageAccount | None = None
+    ) -> ToolResult:
+        """Run the tool. Never raises for bad arguments or tool errors: they become `ok=False`.
+
+        `account` is the usage account of the calling run (a fresh one when None), passed to a
+        function that declares a `UsageAccount` parameter.
+        """
         try:
             kwargs = self.validate(arguments)
         except ValidationError as exc:
@@ -87,6 +101,8 @@ class Tool:
                 content=f"Invalid arguments for tool {self.name!r}: {_short_validation(exc)}",
                 error="invalid_arguments",
             )
+        if self.account_parameter is not None:
+            kwargs[self.account_parameter] = account if account is not None else UsageAccount()
         try:
             if self.is_async:
                 value = await self.func(**kwargs)

@@ -26,20 +26,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sleuth.agent.memory import AgentMemory, MemorySettings
+from sleuth.agent.policies import Governance, Guardrails, ToolRetry
 from sleuth.app import App
 from sleuth.budget import Budget, budgeted_agent
 from sleuth.decompose import DeepDecomposer, effective_max_depth
+from sleuth.errors import SleuthError
 from sleuth.models import PROVIDERS, resolve
+from sleuth.yamltools import ToolEntry, YamlToolError, resolve_tool
 
 APP_PROVIDER = "app"
 
 
-class YamlConfigError(ValueError):
+class YamlConfigError(SleuthError, ValueError):
     """The YAML agent config is wrong; the message names each bad line."""
 
 
@@ -65,8 +69,28 @@ class AgentSpec(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=1)
     system_prompt: str = ""
     description: str = ""
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str | ToolEntry] = Field(default_factory=list)
+    """Names registered with `app.tool(...)`, or objects `{name, type: function, function}`."""
     budget: Budget | None = None
+    tool_retry: ToolRetry | None = None
+    """Retry a tool call that raised, with backoff."""
+    guardrails: Guardrails | None = None
+    """Checks on the task and the answer."""
+    memory: MemorySettings | bool | None = None
+    """`true` or settings: the agent id's memory persists across runs in the artifact store."""
+    governance: Governance | None = None
+    """A tool allow-list and a token cap per run."""
+    approval_tools: list[str] = Field(default_factory=list)
+    """Tools whose every call waits for a person's approval."""
+    approval_timeout_seconds: float = Field(default=3600.0, gt=0, le=30 * 24 * 3600.0)
+    """How long a call waits for the approval (more than 0, at most 30 days)."""
+    approval_on_timeout: Literal["deny", "approve", "fail"] = "deny"
+    """What an unanswered approval does: deny the call, allow it, or fail the run."""
+
+    def memory_settings(self) -> MemorySettings | None:
+        if self.memory is True:
+            return MemorySettings()
+        return self.memory or None
 
 
 class _Located:
@@ -189,18 +213,36 @@ def build_agent_factory(
         return located.at(message, "agents", position, *path) if located else message
 
     tools = []
-    for number, name in enumerate(spec.tools):
-        if name in app.tool_names:
-            tools.append(app.get_tool(name))
-        else:
-            registered = ", ".join(app.tool_names) or "none"
+    base = Path(located.source).parent if located else Path.cwd()
+    for number, entry in enumerate(spec.tools):
+        try:
+            tools.append(resolve_tool(entry, app, base))
+        except YamlToolError as exc:
+            errors.append(at(f"agent {spec.id!r}: {exc}", "tools", number))
+    tool_names = [t.name for t in tools]
+    for field_name, named in (
+        ("approval_tools", spec.approval_tools),
+        ("governance", (spec.governance.allowed_tools or []) if spec.governance else []),
+    ):
+        unknown = sorted(set(named) - set(tool_names))
+        if unknown:
             errors.append(
                 at(
-                    f"agent {spec.id!r}: unknown tool {name!r}; registered: {registered}",
-                    "tools",
-                    number,
+                    f"agent {spec.id!r}: {field_name} names {', '.join(unknown)}, which are not "
+                    f"among its tools: {', '.join(tool_names) or 'none'}",
+                    field_name,
                 )
             )
+    options: dict[str, Any] = {
+        "tool_retry": spec.tool_retry,
+        "guardrails": spec.guardrails,
+        "governance": spec.governance,
+    }
+    if spec.approval_tools:
+        try:
+            options["approval"] = approval_policy(spec)
+        except YamlConfigError as exc:
+            errors.append(at(str(exc), "approval_tools"))
     model_factory: Callable[[], Any] = lambda: resolve(None)  # noqa: E731
     if spec.model is not None:
         provider, name = spec.model.provider, spec.model.model
@@ -231,6 +273,14 @@ def build_agent_factory(
     if errors:
         raise YamlConfigError("\n".join(errors))
 
+    memory = spec.memory_settings()
+
+    def agent_options() -> dict[str, Any]:
+        fresh = {key: value for key, value in options.items() if value is not None}
+        if memory is not None:
+            fresh["memory"] = AgentMemory(spec.id, memory)
+        return fresh
+
     if spec.type == "deep":
         max_depth = effective_max_depth(spec.deep_max_depth)
         return lambda: DeepDecomposer(
@@ -242,6 +292,7 @@ def build_agent_factory(
             max_fan_out=spec.max_fan_out,
             budget=spec.budget,
             max_output_tokens=spec.max_output_tokens,
+            agent_options=agent_options(),
             name=spec.id,
         )
     return lambda: budgeted_agent(
@@ -251,7 +302,26 @@ def build_agent_factory(
         budget=spec.budget,
         max_iterations=spec.max_iterations,
         max_output_tokens=spec.max_output_tokens,
+        agent_options=agent_options(),
         name=spec.id,
+    )
+
+
+def approval_policy(spec: AgentSpec) -> Any:
+    """The `ApprovalPolicy` of the agent's `approval_*` fields (from `sleuth.review`, the
+    human-review mechanism)."""
+    try:
+        from sleuth.review import ApprovalPolicy  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise YamlConfigError(
+            f"agent {spec.id!r}: approval_tools needs Sleuth's human-review mechanism "
+            "(sleuth.review), which this installation does not have; remove approval_* or "
+            "upgrade Sleuth"
+        ) from None
+    return ApprovalPolicy(
+        tools=spec.approval_tools,
+        timeout_seconds=spec.approval_timeout_seconds,
+        on_timeout=spec.approval_on_timeout,
     )
 
 

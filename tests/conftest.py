@@ -16,16 +16,40 @@ from workers.embedded import stop_background_server
 
 FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+_WORKER_SETTINGS = (
+    "SLEUTH_ENCRYPTION_KEY",
+    "SLEUTH_ENCRYPTION_KEY_FILE",
+    "SLEUTH_SINKS",
+    "SLEUTH_SINK_DIRS",
+)
+
+
+@pytest.fixture(scope="session")
+def no_temporal_profiles(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty Temporal client config file: tests never read the person's own profiles."""
+    path = tmp_path_factory.mktemp("temporal-config") / "temporal.toml"
+    path.touch()
+    return path
 
 
 @pytest.fixture(autouse=True)
 def sleuth_home(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    no_temporal_profiles: Path,
 ) -> Iterator[Path]:
     """Each test gets its own data directory; provider keys are hidden unless the test is `live`."""
     home = tmp_path / "sleuth-home"
     monkeypatch.setenv("SLEUTH_HOME", str(home))
     monkeypatch.delenv("SLEUTH_ARTIFACTS", raising=False)
+    # Worker-side settings of the person running the tests must not leak into them, nor their
+    # Temporal connection (variables or ~/.config/temporalio/temporal.toml profiles).
+    for setting in _WORKER_SETTINGS:
+        monkeypatch.delenv(setting, raising=False)
+    for variable in [name for name in os.environ if name.startswith("TEMPORAL_")]:
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(no_temporal_profiles))
     if request.node.get_closest_marker("live") is None:
         for key in _PROVIDER_KEYS:
             monkeypatch.delenv(key, raising=False)
@@ -34,7 +58,7 @@ def sleuth_home(
 
 @pytest.fixture(autouse=True)
 def stop_embedded_server(sleuth_home: Path) -> Iterator[None]:
-    """Stop any background Temporal server a test started (via `ensure_temporal`) in its data dir."""
+    """Stop any background Temporal server a test started (via `connect_temporal`) in its data dir."""
     yield
     stop_background_server()
 
@@ -72,3 +96,21 @@ def live_key(name: str) -> str:
     if not value:
         pytest.skip(f"live test: set {name} to run it")
     return value
+
+
+@pytest.fixture(scope="session")
+def pg_uri() -> Iterator[str]:
+    """A PostgreSQL server with pgvector (tests/pg_server.py), started once for the session."""
+    from tests.pg_server import running_postgres
+
+    with running_postgres() as uri:
+        yield uri
+
+
+@pytest.fixture(scope="session")
+def chroma_url() -> Iterator[str]:
+    """A Chroma server (tests/chroma_server.py), started once for the session."""
+    from tests.chroma_server import running_chroma
+
+    with running_chroma() as url:
+        yield url

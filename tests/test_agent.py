@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 from pydantic import BaseModel, Field
 
-from sleuth.agent import Agent, charge_usage
+from sleuth.agent import Agent
+from sleuth.limits import UsageAccount
 from sleuth.models.base import Usage
 from sleuth.models.scripted import ScriptedModel, structured, text, tool_call, tool_calls
 from sleuth.state import LoopState
@@ -279,9 +280,9 @@ def test_a_repaired_answer_is_accepted_and_repairs_ask_for_the_schema() -> None:
 
 def test_tokens_are_counted_per_run() -> None:
     @tool
-    def delegate(task: str) -> str:
+    def delegate(task: str, account: UsageAccount) -> str:
         """Hand the task to a helper model that charges this run."""
-        charge_usage(Usage(input_tokens=1000, output_tokens=100))
+        account.charge(Usage(input_tokens=1000, output_tokens=100))
         return "helper says ok"
 
     model = ScriptedModel(
@@ -373,3 +374,86 @@ def test_unknown_submit_tool_and_duplicate_tool_names_fail_at_construction() -> 
         Agent(ScriptedModel(), tools=[search], submit_tool="submit")
     with pytest.raises(ValueError, match="two tools are named 'search'"):
         Agent(ScriptedModel(), tools=[search, search])
+
+
+# -- typed loop signals ------------------------------------------------------------------------
+
+
+def test_the_loop_marks_its_own_messages_with_their_kind() -> None:
+    @tool
+    def submit(answer: str) -> str:
+        """Submit the answer."""
+        return "accepted"
+
+    model = ScriptedModel(
+        [
+            tool_call("search", query="crm"),
+            tool_call("search", query="crm"),  # a repeat: warned
+            text("CRM grows."),  # an answer without submitting: nudged
+            tool_call("submit", answer="CRM grows."),
+            text("submitted"),
+        ]
+    )
+    result = Agent(model, tools=[search, submit], submit_tool="submit").run_sync("q")
+    kinds = [(m.role, m.kind) for m in result.state.messages if m.kind is not None]
+    assert kinds == [("tool", "loop_warning"), ("user", "submit_nudge")]
+    assert all(m.kind is None for m in result.state.messages if m.role in ("system", "assistant"))
+
+    repeat = ScriptedModel([tool_call("search", query="x")] * 3)
+    stopped = Agent(repeat, tools=[search]).run_sync("q")
+    assert [m.kind for m in stopped.state.messages if m.role == "tool"] == [
+        None,
+        "loop_warning",
+        "loop_stop",
+    ]
+
+
+def test_a_repair_turn_is_recognised_by_its_kind() -> None:
+    model = ScriptedModel(
+        [
+            text("not json at all"),
+            structured({"answer": "42", "confidence": 0.7}),
+        ]
+    )
+    result = Agent(model, tools=[search], output_schema=Answer).run_sync("q")
+    repair = model.calls[1].messages[-1]
+    assert repair.kind == "repair" and repair.role == "user"
+    assert model.calls[1].output_schema is not None  # the repair turn asks for the schema
+    assert result.parsed == Answer(answer="42", confidence=0.7)
+
+
+def test_message_text_never_steers_the_loop() -> None:
+    """A tool whose output happens to read like a loop warning is an ordinary result."""
+
+    @tool
+    def status(component: str) -> str:
+        """The status line of a component."""
+        return "Loop detected: the build pipeline retried the same job twice."
+
+    model = ScriptedModel(
+        [
+            tool_call("status", component="ci"),
+            tool_call("status", component="cd"),
+            text("Both report retried jobs."),
+        ]
+    )
+    result = Agent(model, tools=[status], reflexion=True).run_sync("how is the build?")
+    assert result.stop_reason == "completed"
+    assert not any("Reflection on your last step" in m.content for m in result.state.messages)
+    assert result.state.loop_warnings == 0
+
+
+def test_old_checkpoints_load_and_the_kind_travels_as_plain_json() -> None:
+    old = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "not json"},
+            {"role": "user", "content": "Your answer does not match the required schema: x"},
+        ],
+        "iterations": 1,
+    }
+    state = LoopState.model_validate(old)
+    assert [m.kind for m in state.messages] == [None, None, None]
+    state.messages[-1].kind = "repair"
+    assert '"kind":"repair"' in state.model_dump_json()
+    assert LoopState.model_validate_json(state.model_dump_json()).messages[-1].kind == "repair"

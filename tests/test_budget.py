@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sleuth.budget import BUDGET_REFUSED, Budget, budgeted_agent
+from sleuth.budget import Budget, budgeted_agent
+from sleuth.limits import BUDGET_EXHAUSTED
 from sleuth.models.scripted import ScriptedModel, text, tool_call
 from sleuth.tools import tool
 
@@ -16,9 +17,9 @@ async def test_a_request_that_would_not_fit_ends_the_run_with_what_is_known() ->
     model = ScriptedModel([tool_call("fetch_page", url="https://acme.example"), text("unused")])
     agent = budgeted_agent(model, [fetch_page], budget=Budget(max_input_tokens=200))
 
-    result = await agent.arun("Acme pricing")  # must not raise OutOfTokens
+    result = await agent.arun("Acme pricing")  # a refused request ends the run, never raises
 
-    assert result.stop_reason == BUDGET_REFUSED
+    assert result.stop_reason == BUDGET_EXHAUSTED
     assert "tool results so far" in result.message and "fetch_page: pricing" in result.message
     assert len(model.calls) == 1
 
@@ -47,7 +48,7 @@ async def test_tool_call_budget_holds_when_every_step_builds_a_fresh_agent() -> 
         await factory().step(state)
 
     assert ran == [1, 2]
-    assert state.finished and state.stop_reason == BUDGET_REFUSED
+    assert state.finished and state.stop_reason == BUDGET_EXHAUSTED
 
 
 async def test_token_budget_holds_when_every_step_builds_a_fresh_agent() -> None:
@@ -75,4 +76,4 @@ async def test_token_budget_holds_when_every_step_builds_a_fresh_agent() -> None
 
     # 300 of 400 input tokens are spent; the next request (~215 estimated tokens) cannot fit.
     assert len(model.calls) == 1
-    assert state.stop_reason == BUDGET_REFUSED
+    assert state.stop_reason == BUDGET_EXHAUSTED

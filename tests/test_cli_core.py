@@ -12,13 +12,18 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-import workers.worker
+import workers.plugin
+import workers.session
+from sleuth.app import App, load_app
 from sleuth.config import web_ui_url, workflow_link
 from tests.apps.ping_app import PingWorkflow
 from workers.cli import COMMAND_MODULES, build_parser
+from workers.cli_research import run_research_command
 from workers.session import open_session, workflow_pollers
+from workers.worker import build_worker
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +44,7 @@ def dev_address(env: WorkflowEnvironment) -> str:
 def ping_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers built in this process also serve PingWorkflow (the test app's workflow)."""
     monkeypatch.setattr(
-        workers.worker, "ALL_WORKFLOWS", [*workers.worker.ALL_WORKFLOWS, PingWorkflow]
+        workers.plugin, "ALL_WORKFLOWS", [*workers.plugin.ALL_WORKFLOWS, PingWorkflow]
     )
 
 
@@ -90,6 +95,109 @@ async def test_session_without_a_worker_uses_the_app_queue_and_starts_nothing(
     monkeypatch.setenv("SLEUTH_TASK_QUEUE", "from-env")
     async with open_session(None, need_worker=False, address=dev_address(dev_env)) as session:
         assert session.task_queue == "from-env"
+
+
+class StartCounter:
+    """Counts `Client.connect` calls and App loads made through the session."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.connections = 0
+        self.app_loads: list[str | App | None] = []
+        connect = Client.connect.__func__  # type: ignore[attr-defined]
+
+        async def counting_connect(cls: type[Client], *args: object, **kwargs: object) -> Client:
+            self.connections += 1
+            return await connect(cls, *args, **kwargs)  # type: ignore[no-any-return]
+
+        def counting_load(target: str | App | None = None) -> App:
+            self.app_loads.append(target)
+            return load_app(target)
+
+        monkeypatch.setattr(Client, "connect", classmethod(counting_connect))
+        monkeypatch.setattr(workers.session, "load_app", counting_load)
+
+
+async def test_a_command_connects_once_and_loads_no_app_when_a_worker_serves_the_queue(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch, ping_registered: None
+) -> None:
+    task_queue = str(uuid.uuid4())
+    address = dev_address(dev_env)
+    async with build_worker(
+        dev_env.client, load_app("tests.apps.ping_app:app"), task_queue=task_queue
+    ):
+        deadline = time.monotonic() + 60
+        while await workflow_pollers(dev_env.client, task_queue) == 0:
+            assert time.monotonic() < deadline, "the worker never polled its task queue"
+            await asyncio.sleep(0.1)
+        counter = StartCounter(monkeypatch)
+        async with open_session(
+            "tests.apps.ping_app:app", task_queue=task_queue, address=address
+        ) as session:
+            assert not session.started_worker
+            result = await session.client.execute_workflow(
+                PingWorkflow.run, "served", id=f"ping-{uuid.uuid4()}", task_queue=task_queue
+            )
+        assert result == "pong: served"
+        assert (counter.connections, counter.app_loads) == (1, [])
+
+        # The demo app's queue is known without building it either.
+        monkeypatch.setenv("SLEUTH_TASK_QUEUE", task_queue)
+        async with open_session(None, address=address) as session:
+            assert not session.started_worker and session.task_queue == task_queue
+        assert (counter.connections, counter.app_loads) == (2, [])
+
+
+async def test_a_command_loads_the_app_once_to_run_a_worker_on_its_one_connection(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch, ping_registered: None
+) -> None:
+    counter = StartCounter(monkeypatch)
+    task_queue = str(uuid.uuid4())
+    async with open_session(
+        "tests.apps.ping_app:app", task_queue=task_queue, address=dev_address(dev_env)
+    ) as session:
+        assert session.started_worker
+        result = await session.client.execute_workflow(
+            PingWorkflow.run, "in-process", id=f"ping-{uuid.uuid4()}", task_queue=task_queue
+        )
+    assert result == "pong: in-process"
+    assert (counter.connections, counter.app_loads) == (1, ["tests.apps.ping_app:app"])
+
+
+async def test_an_app_without_a_given_queue_is_loaded_to_read_its_queue(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLEUTH_TASK_QUEUE", raising=False)
+    counter = StartCounter(monkeypatch)
+    async with open_session(
+        "tests.apps.ping_app:app", need_worker=False, address=dev_address(dev_env)
+    ) as session:
+        assert session.task_queue == "sleuth-ping"
+    assert (counter.connections, counter.app_loads) == (1, ["tests.apps.ping_app:app"])
+
+
+async def test_sleuth_research_no_wait_connects_once_and_loads_no_app(
+    dev_env: WorkflowEnvironment,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_address(dev_env))
+    counter = StartCounter(monkeypatch)
+    task_queue = str(uuid.uuid4())
+    args = build_parser().parse_args(
+        [
+            "research",
+            "q?",
+            "--no-wait",
+            "--task-queue",
+            task_queue,
+            "--app",
+            "tests.apps.ping_app:app",
+        ]
+    )
+    assert await run_research_command(args) == 0
+    printed = capsys.readouterr()
+    assert "started" in printed.out + printed.err
+    assert (counter.connections, counter.app_loads) == (1, [])
 
 
 async def test_sleuth_worker_polls_until_sigterm_then_stops_cleanly(

@@ -21,11 +21,11 @@ from sleuth.events import get_event_bus, run_context
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.tools import tool
 
-DECISION_MARK = "Decide how to handle the task below."
+DECISION_MARK = "Decide how to handle the task you are given."
 
 
 def is_decision(call: ModelCall) -> bool:
-    return call.last_user_text.startswith(DECISION_MARK)
+    return call.system_text.startswith(DECISION_MARK)
 
 
 def decision_task(call: ModelCall) -> str:
@@ -268,14 +268,14 @@ async def test_token_budget_is_shared_by_the_whole_tree() -> None:
 
 
 def test_budget_pool_never_hands_out_more_than_the_allowance() -> None:
-    pool = BudgetPool(Budget(max_tool_calls=5, max_input_tokens=100), consumers=4)
+    pool = BudgetPool.open(Budget(max_tool_calls=5, max_input_tokens=100), consumers=4)
     grants = [pool.grant() for _ in range(4)]
     handed = sum(g.max_tool_calls or 0 for g in grants if g is not None)
     assert handed <= 5
     pool.settle(grants[0], Spend(tool_calls=0, input_tokens=3))
     assert pool.remaining().max_tool_calls == 5 - handed + (grants[0].max_tool_calls or 0)
-    assert BudgetPool(Budget(max_tool_calls=0), consumers=1).grant() is None
-    unlimited = BudgetPool(Budget(), consumers=2).grant()
+    assert BudgetPool.open(Budget(max_tool_calls=0), consumers=1).grant() is None
+    unlimited = BudgetPool.open(Budget(), consumers=2).grant()
     assert unlimited == Budget()
 
 

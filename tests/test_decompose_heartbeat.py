@@ -53,11 +53,12 @@ async def test_solve_heartbeats_during_a_model_call_longer_than_the_timeout(
     assert len(beats) >= 3
 
 
-async def test_a_resumed_solve_keeps_heartbeating_its_checkpoint(
+async def test_a_retried_solve_resumes_from_its_journal_without_any_heartbeat_details(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLEUTH_HOME", str(tmp_path))
     lookups: list[str] = []
+    crashes = [RuntimeError("the worker died")]
 
     @tool
     def lookup(topic: str) -> str:
@@ -68,24 +69,24 @@ async def test_a_resumed_solve_keeps_heartbeating_its_checkpoint(
     async def respond(call: ModelCall):  # type: ignore[no-untyped-def]
         if call.messages[-1].role == "user":
             return tool_call("lookup", topic="t")
+        if crashes:
+            raise crashes.pop()
         await asyncio.sleep(1.0)
         return text("the answer")
 
     app = App()
     app.agent("deep", lambda: DeepDecomposer(ScriptedModel(responder=respond), tools=[lookup]))  # type: ignore[arg-type]
-    first, first_beats = env_with(0.3, [])
-    await first.run(
-        DecomposeActivities(app).solve, SolveInput(agent="deep", task="t", allowance=Budget())
-    )
-    refs = list(dict.fromkeys(args[0] for args in first_beats if args))
-    checkpoint = refs[1]  # after the model turn (refs[0]) and the tool call
+    request = SolveInput(agent="deep", task="t", allowance=Budget())
+    first, _ = env_with(0.3, [])
+    with pytest.raises(RuntimeError, match="the worker died"):
+        await first.run(DecomposeActivities(app).solve, request)
     assert lookups == ["t"]
 
-    resumed, beats = env_with(0.3, [checkpoint])
-    result = await resumed.run(
-        DecomposeActivities(app).solve, SolveInput(agent="deep", task="t", allowance=Budget())
-    )
+    # No heartbeat of the first attempt reached the server: the retry finds the journal itself.
+    retry, beats = env_with(0.3, [])
+    retry.info = dataclasses.replace(retry.info, attempt=2)
+    result = await retry.run(DecomposeActivities(app).solve, request)
     assert result.text == "the answer"
-    assert lookups == ["t"], "the resumed attempt ran the tool call again"
-    # Every beat carries a checkpoint: an empty one would make a third attempt start over.
-    assert len(beats) >= 3 and all(args for args in beats)
+    assert lookups == ["t"], "the retried attempt ran the tool call again"
+    # Every beat carries the checkpoint it resumed from, for people reading the pending activity.
+    assert len(beats) >= 3 and all(args and args[0].startswith("sha256:") for args in beats)

@@ -173,6 +173,7 @@ async def test_reflexion_rewrites_the_plan_after_a_failed_step(reflexion: bool) 
     if reflexion:
         assert after_failure.role == "user"
         assert "Reflection on your last step" in after_failure.content
+        assert after_failure.kind == "reflection"
         assert "index offline" in after_failure.content
         assert [e["verdict"] for e in seen] == ["revise", "on_track"]
     else:
@@ -206,6 +207,7 @@ async def test_grounding_sends_unsupported_claims_back_then_drops_them() -> None
     )
     result = await agent.arun("How did CRM grow?")
     assert "Vendors on Mars" in model.calls[2].last_user_text  # sent back for research
+    assert model.calls[2].messages[-1].kind == "grounding_feedback"
     assert "Mars" not in result.message
     assert "grew 12%" in result.message
     assert result.grounding is not None and len(result.grounding.ungrounded) == 1

@@ -106,12 +106,13 @@ async def test_disk_backend_refuses_every_escape(
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
 
 
-async def test_disk_backend_lists_only_what_stays_inside(
+async def test_disk_backend_lists_only_real_files_and_follows_no_symlink(
     sandbox: tuple[FilesystemBackend, Path],
 ) -> None:
     backend, _ = sandbox
-    assert backend.paths() == ["alias.txt", "inner.txt"]
-    assert backend.read("alias.txt") == "inside"
+    assert backend.paths() == ["inner.txt"]
+    with pytest.raises(SandboxError, match="'alias.txt' is a symlink"):
+        backend.read("alias.txt")
     grep = await tools_by_name(backend)["grep"].invoke({"pattern": "secret"})
     assert grep.content == "[]"
 

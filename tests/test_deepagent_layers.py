@@ -295,7 +295,7 @@ async def test_summarisation_condenses_older_turns_and_keeps_recent_ones() -> No
                 assert message.tool_call_id in answered
         assert call.messages[1].content == "page through everything"
     last = research_calls[-1].messages
-    assert last[2].content.startswith(SUMMARY_PREFIX)
+    assert last[2].content.startswith(SUMMARY_PREFIX) and last[2].kind == "summary"
     assert result.message == "finished"
     assert result.usage.total_tokens >= summaries * 10
 

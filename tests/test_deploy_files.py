@@ -380,6 +380,6 @@ def test_the_image_build_context_builds_the_sleuth_wheel(tmp_path: Path) -> None
     (wheel,) = wheels.glob("sleuth-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        assert {"workers/cli.py", "sleuth/agent.py", "workflows/__init__.py"} <= names
+        assert {"workers/cli.py", "sleuth/agent/__init__.py", "workflows/__init__.py"} <= names
         (entry_points,) = [n for n in names if n.endswith("entry_points.txt")]
         assert "sleuth = workers.cli:main" in archive.read(entry_points).decode()

@@ -1,13 +1,10 @@
-"""The embedded Temporal dev server: `sleuth server`, `ensure_temporal`, background start/stop."""
+"""The embedded Temporal dev server: `sleuth server`, `connect_temporal`, background start/stop."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -21,10 +18,17 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.apps.ping_app import NapWorkflow, PingWorkflow
+from tests.worker_processes import (
+    cli_env,
+    free_port_pair,
+    sleuth_command,
+    start_foreground_server,
+    stop_foreground_server,
+)
 from workers.client import connect
 from workers.embedded import (
     EmbeddedServerError,
-    ensure_temporal,
+    connect_temporal,
     pid_file,
     port_open,
     read_background_server,
@@ -33,25 +37,6 @@ from workers.embedded import (
 
 pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port_pair() -> int:
-    """A free port P whose Web UI port P + 1000 is free too."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port + 1000 < 65536 and not port_open("127.0.0.1", port + 1000):
-            return port
-    raise RuntimeError("no free port pair found")
-
-
-def sleuth_command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from workers.cli import main; main()", *args]
-
-
-def cli_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture
@@ -63,13 +48,13 @@ def embedded_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     yield port
 
 
-async def test_ensure_temporal_starts_the_embedded_server_once_then_reuses_it(
+async def test_connect_temporal_starts_the_embedded_server_once_then_reuses_it(
     embedded_port: int, sleuth_home: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     address = f"localhost:{embedded_port}"
     assert not port_open("127.0.0.1", embedded_port)
 
-    assert await ensure_temporal() == address
+    assert (await connect_temporal()).service_client.config.target_host == address
     announced = capfd.readouterr().err
     assert f"no Temporal at {address}" in announced
     assert f"http://localhost:{embedded_port + 1000}" in announced
@@ -83,7 +68,7 @@ async def test_ensure_temporal_starts_the_embedded_server_once_then_reuses_it(
     )
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
-    assert await ensure_temporal() == address
+    assert (await connect_temporal()).service_client.config.target_host == address
     assert "started the embedded server" not in capfd.readouterr().err
     again = read_background_server()
     assert again is not None and again.pid == record.pid
@@ -120,7 +105,8 @@ async def test_sleuth_server_background_starts_a_detached_server_that_commands_r
     assert f"gRPC    localhost:{embedded_port}" in started.stdout
     assert record.database is None
 
-    assert await ensure_temporal() == f"localhost:{embedded_port}"
+    reused = await connect_temporal()
+    assert reused.service_client.config.target_host == f"localhost:{embedded_port}"
     assert "started the embedded server" not in capfd.readouterr().err
 
     again = subprocess.run(
@@ -130,11 +116,11 @@ async def test_sleuth_server_background_starts_a_detached_server_that_commands_r
     assert read_background_server() == record
 
 
-async def test_ensure_temporal_uses_a_server_that_answers_without_starting_one(
+async def test_connect_temporal_uses_a_server_that_answers_without_starting_one(
     dev_env: WorkflowEnvironment, capfd: pytest.CaptureFixture[str]
 ) -> None:
     address = dev_env.client.service_client.config.target_host
-    assert await ensure_temporal(address) == address
+    assert (await connect_temporal(address)).service_client.config.target_host == address
     assert "embedded" not in capfd.readouterr().err
     assert read_background_server() is None
 
@@ -146,35 +132,9 @@ async def test_a_non_embedded_address_that_does_not_answer_is_a_clear_error(
     with pytest.raises(
         EmbeddedServerError, match="no Temporal server answers at .*TEMPORAL_ADDRESS"
     ):
-        await ensure_temporal(elsewhere)
+        await connect_temporal(elsewhere)
     assert read_background_server() is None
     assert not port_open("127.0.0.1", int(elsewhere.rsplit(":", 1)[1]))
-
-
-def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """Run `sleuth server ARGS`; returns the process and its output once it says it is ready."""
-    process = subprocess.Popen(
-        sleuth_command("server", *args),
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    seen = []
-    for line in process.stdout:
-        seen.append(line)
-        if line.startswith("Ctrl-C stops it."):
-            return process, "".join(seen)
-    process.kill()
-    raise AssertionError("`sleuth server` never became ready:\n" + "".join(seen))
-
-
-def stop_foreground_server(process: subprocess.Popen[str]) -> str:
-    process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=60)
-    assert process.returncode == 0, output
-    return output
 
 
 async def wait_for_status(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:

@@ -17,71 +17,19 @@ from sleuth.models import (
     ToolCall,
     ToolSpec,
 )
-from sleuth.models.openai import INVALID_ARGUMENTS_KEY, OpenAIModel, strict_json_schema
+from sleuth.models.openai import OpenAIModel, strict_json_schema
+from sleuth.models.openai_compat import MEMORY
+from sleuth.models.openai_messages import INVALID_ARGUMENTS_KEY
+from tests.fake_openai import FakeOpenAI, api_error, completion
 
 
 @pytest.fixture(autouse=True)
 def no_base_url_override(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests talk to the default endpoint unless they set one."""
+    """These tests talk to the default endpoint unless they set one, in the default structured
+    output mode, with nothing remembered about the server from earlier tests."""
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-class FakeOpenAI:
-    """Answers each request with the next queued (status, body, headers) and records requests."""
-
-    def __init__(self, *replies: tuple[int, dict[str, Any], dict[str, str]]) -> None:
-        self.replies = list(replies)
-        self.requests: list[httpx2.Request] = []
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        status, body, headers = self.replies.pop(0)
-        return httpx2.Response(status, json=body, headers=headers)
-
-    @property
-    def bodies(self) -> list[dict[str, Any]]:
-        return [json.loads(request.content) for request in self.requests]
-
-    def model(self, name: str = "gpt-4o-mini", **settings: Any) -> OpenAIModel:
-        settings.setdefault("api_key", "sk-test")
-        client = httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle))
-        return OpenAIModel(name, http_client=client, **settings)
-
-
-def completion(message: dict[str, Any], finish_reason: str = "stop") -> dict[str, Any]:
-    """A chat.completion body as api.openai.com sends it."""
-    return {
-        "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
-        "object": "chat.completion",
-        "created": 1741569952,
-        "model": "gpt-4o-mini-2024-07-18",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "refusal": None, "annotations": [], **message},
-                "logprobs": None,
-                "finish_reason": finish_reason,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": 19,
-            "completion_tokens": 10,
-            "total_tokens": 29,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": 0,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        },
-        "service_tier": "default",
-        "system_fingerprint": "fp_06737a9306",
-    }
-
-
-def api_error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    monkeypatch.delenv("SLEUTH_OPENAI_STRUCTURED_OUTPUT", raising=False)
+    MEMORY.forget()
 
 
 OK = 200

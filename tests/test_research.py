@@ -135,8 +135,11 @@ async def test_output_schema_is_validated_and_repaired() -> None:
     )
     result = await spec.execute("q?")
     state = result.final_state
-    assert state["structured_output"] == good
-    assert result.parsed == Report.model_validate(good)
+    report: Report = state["structured_output"]
+    assert isinstance(report, Report) and report == Report.model_validate(good)
+    assert report.key_findings == good["key_findings"]
+    assert state.structured_output is report and result.parsed is report
+    assert state.output_schema == "Report"
     assert state["summary"] == FACT
     assert [c["claim"] for c in state["claims"]] == [FACT, good["key_findings"][0]]
 

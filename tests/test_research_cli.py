@@ -102,7 +102,8 @@ async def test_sleuth_research_prints_progress_and_report(
     )
     assert as_json.returncode == 0, as_json.stderr
     outcome = ResearchOutcome.model_validate(json.loads(as_json.stdout))
-    assert outcome.final_state["end_reason"] == "grounded"
+    assert outcome.final_state.end_reason == "grounded"
+    assert outcome.final_state.sources == ["acme-annual-report.pdf"]
     assert outcome.workflow_id.startswith("research-crash-")
 
     unknown = sleuth(
@@ -118,6 +119,15 @@ async def test_sleuth_research_prints_progress_and_report(
     )
     assert unknown.returncode == 1
     assert "unknown research config 'nope'; registered: crash" in unknown.stderr
+
+
+async def test_out_of_bounds_options_are_refused_before_a_run_starts(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    address = dev_env.client.service_client.config.target_host
+    refused = sleuth(address, "research", "q?", "--max-replans", "50", "--no-wait")
+    assert refused.returncode == 1
+    assert "max_replans" in refused.stderr and "less than or equal to 10" in refused.stderr
 
 
 async def test_no_wait_starts_the_run_for_a_separate_worker(

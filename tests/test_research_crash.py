@@ -1,4 +1,4 @@
-"""A worker killed mid-execute: the retried attempt resumes from the heartbeated checkpoint."""
+"""A worker killed mid-execute: the retried attempt resumes from the checkpoint in its journal."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.research_models import ResearchOutcome, ResearchRequest
-from sleuth.artifacts import default_artifact_store, get_json
 from tests.apps.research_app import HOLD_AT, TOOL_CALLS
-from tests.worker_processes import start_sleuth_worker, stop, wait_for
+from tests.worker_processes import pending_journal, start_sleuth_worker, stop, wait_for
 from workflows.research import ResearchWorkflow
 
 pytestmark = pytest.mark.slow
@@ -22,14 +21,9 @@ APP = "tests.apps.research_app:app"
 
 
 async def checkpointed_evidence(handle: WorkflowHandle) -> int:
-    """Evidence items in the execute checkpoint the server holds (0 before any heartbeat)."""
-    description = await handle.describe()
-    for pending in description.raw_description.pending_activities:
-        if pending.activity_type.name == "research.execute" and pending.heartbeat_details.payloads:
-            details = await handle._client.data_converter.decode(pending.heartbeat_details.payloads)
-            checkpoint = await asyncio.to_thread(get_json, default_artifact_store(), details[0])
-            return len(checkpoint["evidence"])
-    return 0
+    """Evidence items in the execute loop's durable checkpoint (0 before there is one)."""
+    journal = await pending_journal(handle, "research.execute")
+    return len(journal["loop"]["evidence"]) if journal else 0
 
 
 async def test_killed_worker_resumes_without_repeating_tool_calls(

@@ -22,6 +22,7 @@ async def test_replays_committed_history() -> None:
         if "activityTaskScheduledEventAttributes" in event
     ]
     assert "research.replan" in activity_types and "research.regenerate" in activity_types
+    assert activity_types[-1] == "research.finish"
     replayer = Replayer(workflows=[ResearchWorkflow], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(
         WorkflowHistory.from_json("research-replay-fixture", raw)

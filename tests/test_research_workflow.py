@@ -1,4 +1,5 @@
-"""`ResearchWorkflow` on the time-skipping server: every path, retries, config errors, the query."""
+"""`ResearchWorkflow` on the time-skipping server: every path, retries, config errors, the query,
+the typed report, the one end decision and continue-as-new."""
 
 from __future__ import annotations
 
@@ -7,18 +8,26 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from pydantic import BaseModel
 from research_scripts import FACT, ResearchScript, lookup, scripted_model
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
-from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
+from activities.research import ResearchActivities
+from activities.research_models import (
+    FinishInput,
+    ResearchNodeConfig,
+    ResearchOutcome,
+    ResearchProgress,
+    ResearchRequest,
+)
 from sleuth import App, create_research_workflow
-from sleuth.artifacts import default_artifact_store, get_json
+from sleuth.artifacts import default_artifact_store, get_json, put_json
 from sleuth.models.base import ModelResponse, RetryableModelError
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
-from sleuth.research import ResearchState, node_of_request
+from sleuth.research import NODES, Node, ResearchState, node_of_request
 from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
 
@@ -49,6 +58,14 @@ async def run(
     return outcome, list(history.events), progress
 
 
+def activity_types(events: list[object]) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name  # type: ignore[attr-defined]
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED  # type: ignore[attr-defined]
+    ]
+
+
 def activity_summaries(events: list[object]) -> list[str]:
     return [
         json.loads(e.user_metadata.summary.data)  # type: ignore[attr-defined]
@@ -68,7 +85,8 @@ async def test_grounded_at_once(time_env: WorkflowEnvironment) -> None:
     assert [e["tool"] for e in state["evidence"]] == ["lookup"]
     assert state["claims"][0]["evidence"] == [1]
     summaries = activity_summaries(events)
-    assert len(summaries) == 4 and all(s.startswith("market: ") for s in summaries)
+    assert len(summaries) == 5 and all(s.startswith("market: ") for s in summaries)
+    assert summaries[-1] == "market: report (grounded)"
     assert progress.status == "done" and progress.node == "grounding_eval"
     assert progress.nodes_run == state["nodes"] and progress.score_history == [1.0]
 
@@ -189,3 +207,132 @@ async def test_five_megabytes_of_evidence_keep_the_history_small(
     assert history_bytes < 256 * 1024, f"history is {history_bytes} bytes"
     assert outcome.final_state["evidence_count"] == 5
     assert outcome.final_state["end_reason"] == "grounded"
+
+
+def completed_results(events: list[object]) -> list[dict[str, object]]:
+    """The JSON result of every completed activity, in order."""
+    return [
+        json.loads(
+            e.activity_task_completed_event_attributes.result.payloads[0].data  # type: ignore[attr-defined]
+        )
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED  # type: ignore[attr-defined]
+    ]
+
+
+async def test_the_workflow_alone_decides_the_end(time_env: WorkflowEnvironment) -> None:
+    app = research_app(ResearchScript(verdicts=[False, False, True]))
+    outcome, events, progress = await run(
+        time_env, app, ResearchRequest(prompt="q?", research="market")
+    )
+    # The nodes hand back a state reference and the digest, nothing more: no node carries a
+    # report, and none decides the run is over.
+    node_results = completed_results(events)[:-1]
+    assert len(node_results) == len(outcome.final_state.nodes) == 11
+    for result in node_results:
+        assert set(result) == {"state_ref", "digest"}
+        assert "score_history" not in result["digest"]  # type: ignore[operator]
+    # After the last grounding eval the workflow called the one finish step, with its reason.
+    types = activity_types(events)
+    assert types[-2:] == ["research.grounding_eval", "research.finish"]
+    assert types.count("research.finish") == 1
+    assert outcome.final_state.end_reason == progress.end_reason == "grounded"
+    assert outcome.final_state.score_history == progress.score_history == [0.0, 0.0, 1.0]
+
+
+async def test_finish_records_the_reason_it_is_given_and_never_routes() -> None:
+    app = research_app(ResearchScript())
+    spec = app.get_research("market")
+    # Never judged: the router would send this run to execute, not end it.
+    state = spec.initial_state("How fast did the CRM market grow?")  # type: ignore[attr-defined]
+    store = default_artifact_store()
+    finished = await ActivityEnvironment().run(
+        ResearchActivities(app, store).finish,
+        FinishInput(research="market", state_ref=put_json(store, state), end_reason="max_replans"),
+    )
+    assert finished.report.end_reason == "max_replans"
+    assert finished.report.prompt == state.prompt and finished.report.nodes == []
+    stored = ResearchState.model_validate(get_json(store, finished.state_ref))
+    assert stored.end_reason == "max_replans"
+
+
+def test_the_node_config_has_one_field_per_node_and_the_finish_step() -> None:
+    assert list(ResearchNodeConfig.model_fields) == [*NODES, "finish"]
+    config = ResearchNodeConfig.with_overrides({"grounding_eval": {"start_to_close_seconds": 7}})
+    assert config.for_node(Node.GROUNDING_EVAL).start_to_close_seconds == 7
+
+
+class Report(BaseModel):
+    summary: str
+    key_findings: list[str]
+    confidence: float
+
+
+def report_answer(call: ModelCall) -> ModelResponse:
+    if node_of_request(call.messages) in (Node.SUMMARIZE, Node.REGENERATE):
+        return text(
+            json.dumps(
+                {
+                    "summary": FACT,
+                    "key_findings": ["Gartner measured the growth."],
+                    "confidence": 0.9,
+                }
+            )
+        )
+    return ResearchScript()(call)
+
+
+async def test_the_durable_report_comes_back_typed_with_its_schema(
+    time_env: WorkflowEnvironment,
+) -> None:
+    app = research_app(report_answer, output_schema=Report)
+    outcome, _, _ = await run(time_env, app, ResearchRequest(prompt="q?", research="market"))
+    report = outcome.final_state
+    # JSON on the wire; one call gives the instance back.
+    assert isinstance(report.structured_output, dict) and report.output_schema == "Report"
+    typed = report.parsed(Report)
+    assert isinstance(typed, Report) and typed.key_findings == ["Gartner measured the growth."]
+
+    class Other(BaseModel):
+        verdict: str
+
+    with pytest.raises(ValueError, match="does not fit Other \\(it was written against Report\\)"):
+        report.parsed(Other)
+
+    # The in-process runner gives the same report, its structured output already an instance.
+    local = await app.get_research("market").execute("q?")  # type: ignore[attr-defined]
+    assert isinstance(local.final_state.structured_output, Report)
+    assert local.final_state.structured_output == typed
+    assert local.final_state.model_dump(mode="json") == report.model_dump(mode="json")
+
+
+async def test_a_run_past_its_history_budget_continues_as_new(
+    time_env: WorkflowEnvironment,
+) -> None:
+    app = research_app(ResearchScript(verdicts=[False, False, True]))
+    request = ResearchRequest(prompt="q?", research="market", history_event_budget=20)
+    task_queue = str(uuid.uuid4())
+    async with build_worker(time_env.client, app, task_queue=task_queue):
+        handle = await time_env.client.start_workflow(
+            ResearchWorkflow.run, request, id=f"research-{uuid.uuid4()}", task_queue=task_queue
+        )
+        outcome = await handle.result()
+        progress = await handle.query(ResearchWorkflow.progress)
+        first_run = await time_env.client.get_workflow_handle(
+            handle.id, run_id=handle.first_execution_run_id
+        ).fetch_history()
+    assert outcome.run_id != handle.first_execution_run_id
+    last = first_run.events[-1]
+    assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    carried = json.loads(
+        last.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
+    )["resume"]
+    assert set(carried) == {"state_ref", "digest", "progress", "stream"}
+    # The event stream's latest events go along, so a follower keeps its offset.
+    assert carried["stream"]["log"][0]["topic"] == "events"
+    # Every run stayed near its budget, and the graph went on where the last run stopped.
+    assert len(first_run.events) < 40
+    assert progress.runs > 2
+    assert outcome.final_state.nodes == progress.nodes_run
+    assert len(outcome.final_state.nodes) == 11
+    assert outcome.final_state.replan_count == 1 and outcome.final_state.end_reason == "grounded"

@@ -9,7 +9,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.scan_models import ScanOutcome, ScanProgress, ScanRequest, ScanSettings
-from sleuth.sinks import SQLiteRowSink, open_sink
+from sleuth.sinks import SQLiteRowSink, open_sink_url
 from tests.apps.scan_app import build_app
 from workers.worker import build_worker
 from workflows import KnowledgeScanWorkflow
@@ -84,17 +84,20 @@ async def test_rerunning_a_scan_id_skips_items_that_have_rows(dev_env: WorkflowE
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "opensearch"])
-async def test_rows_can_go_to_other_sinks(dev_env: WorkflowEnvironment, tmp_path, request, kind):
+async def test_rows_can_go_to_sinks_the_worker_configures(
+    dev_env: WorkflowEnvironment, sleuth_home, monkeypatch, request, kind
+):
     if kind == "jsonl":
-        spec = f"jsonl://{tmp_path}/rows.jsonl"
+        url = f"jsonl://{sleuth_home}/exports/rows.jsonl"
     else:
         # osmem-server: an in-memory OpenSearch-compatible server (its pytest plugin, from PyPI).
         host = request.getfixturevalue("osmem_clone").url.split("://", 1)[1]
-        spec = f"opensearch://{host}/scan-rows"
-    scan = ScanRequest(provider="numbers", scan_id="scan-c", sink=spec)
+        url = f"opensearch://{host}/scan-rows"
+    monkeypatch.setenv("SLEUTH_SINKS", f"other=jsonl://{sleuth_home}/other.jsonl,export={url}")
+    scan = ScanRequest(provider="numbers", scan_id="scan-c", sink="export")
     outcome, _, _ = await run_scan(dev_env, build_app(9), scan)
-    assert outcome.sink == open_sink(spec).location
-    assert [r.item_id for r in open_sink(spec).records("scan-c")] == [
+    assert outcome.sink == open_sink_url(url).location
+    assert [r.item_id for r in open_sink_url(url).records("scan-c")] == [
         f"item-{n:05d}" for n in range(9)
     ]
     assert SQLiteRowSink().records("scan-c") == [], "nothing went to the default sink"
@@ -107,7 +110,7 @@ async def test_unknown_names_fail_the_scan_at_once(dev_env: WorkflowEnvironment)
             ScanRequest(provider="numbers", research="nope"),
             "unknown research config 'nope'; registered: default",
         ),
-        (ScanRequest(provider="numbers", sink="ftp://x"), "unknown sink 'ftp://x'"),
+        (ScanRequest(provider="numbers", sink="elsewhere"), "unknown sink 'elsewhere'"),
     ]:
         with pytest.raises(WorkflowFailureError) as failure:
             await run_scan(dev_env, build_app(3), request)

@@ -15,7 +15,8 @@ from sleuth.sinks import (
     UnknownSinkError,
     failed_record,
     ok_record,
-    open_sink,
+    open_sink_url,
+    sink_for_name,
 )
 
 
@@ -27,7 +28,7 @@ def sink(request, tmp_path):
         return JSONLRowSink(tmp_path / "rows.jsonl")
     # osmem-server: an in-memory OpenSearch-compatible server (its pytest plugin, from PyPI).
     clone = request.getfixturevalue("osmem_clone")
-    return open_sink(f"opensearch://{clone.url.split('://', 1)[1]}/scan-rows")
+    return open_sink_url(f"opensearch://{clone.url.split('://', 1)[1]}/scan-rows")
 
 
 def test_a_retried_item_replaces_its_record(sink):
@@ -97,12 +98,23 @@ def test_jsonl_write_after_a_torn_line_is_readable(tmp_path):
     assert sink.done_ids("s", ["a", "b"]) == {"a", "b"}
 
 
-def test_open_sink_specs(tmp_path, sleuth_home):
-    assert open_sink(None).location == str(sleuth_home / "rows.sqlite")
-    assert open_sink(f"sqlite://{tmp_path}/x.sqlite").location == f"{tmp_path}/x.sqlite"
-    assert open_sink(f"jsonl://{tmp_path}/x.jsonl").location == f"{tmp_path}/x.jsonl"
-    opensearch = open_sink("opensearch://localhost:9200/scan-rows")
+def test_sink_names_resolve_on_the_worker(tmp_path, sleuth_home, monkeypatch):
+    assert sink_for_name(None).location == str(sleuth_home / "rows.sqlite")
+    assert sink_for_name("rows").location == str(sleuth_home / "rows.sqlite")
+    monkeypatch.setenv("SLEUTH_SINK_DIRS", str(tmp_path / "exports"))
+    monkeypatch.setenv(
+        "SLEUTH_SINKS",
+        f"a=sqlite://{sleuth_home}/a.sqlite, b=jsonl://{tmp_path}/exports/b.jsonl,"
+        "c=opensearch://localhost:9200/scan-rows",
+    )
+    assert sink_for_name("a").location == f"{sleuth_home}/a.sqlite"
+    assert sink_for_name("b").location == f"{tmp_path}/exports/b.jsonl"
+    opensearch = sink_for_name("c")
     assert isinstance(opensearch, OpenSearchRowSink)
     assert opensearch.location == "http://localhost:9200/scan-rows"
-    with pytest.raises(UnknownSinkError, match="unknown sink 'ftp://x'.*app.sink"):
-        open_sink("ftp://x")
+    registered = JSONLRowSink(tmp_path / "mine.jsonl")
+    assert sink_for_name("mine", registered={"mine": registered}) is registered
+    with pytest.raises(UnknownSinkError, match="unknown sink 'd'; this worker has: a, b, c, rows"):
+        sink_for_name("d")
+    with pytest.raises(UnknownSinkError, match="unsupported sink URL 'ftp://x'"):
+        open_sink_url("ftp://x")

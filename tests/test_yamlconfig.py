@@ -50,7 +50,7 @@ def make_app() -> tuple[App, list[str]]:
 
     def respond(call: ModelCall):  # type: ignore[no-untyped-def]
         if call.messages[-1].role == "user":
-            if call.last_user_text.startswith("Decide how to handle"):
+            if call.system_text.startswith("Decide how to handle"):
                 return text(json.dumps({"direct": True}))
             return tool_call("lookup", topic=call.last_user_text)
         return text("answer: " + call.messages[-1].content)
@@ -120,7 +120,8 @@ def test_unknown_fields_name_their_lines_all_at_once(tmp_path: Path) -> None:
     assert lines[0].endswith(
         ":6: unknown field 'temperature'; allowed: "
         "id, type, model, deep_max_depth, max_fan_out, max_iterations, max_output_tokens, "
-        "system_prompt, description, tools, budget"
+        "system_prompt, description, tools, budget, tool_retry, guardrails, memory, governance, "
+        "approval_tools, approval_timeout_seconds, approval_on_timeout"
     )
     assert lines[1].endswith(
         ":13: unknown field 'budget.max_tool_call'; allowed: "

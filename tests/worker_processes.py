@@ -1,4 +1,5 @@
-"""Worker processes for crash tests: start `sleuth worker` apart from the test, kill it, wait."""
+"""Processes for crash tests: start `sleuth worker` (and `sleuth server`) apart from the test, kill
+or stop them, wait, and read what a killed step left behind (its checkpoint journal)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,18 @@ import asyncio
 import inspect
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+
+from activities.checkpoints import journal_name, read_journal
+from sleuth.artifacts import default_artifact_store
+from workers.embedded import port_open
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,3 +93,62 @@ async def wait_for(
             extra = f"\n{detail()}" if detail is not None else ""
             raise AssertionError(f"timed out waiting for {what}{extra}")
         await asyncio.sleep(0.05)
+
+
+async def pending_journal(handle: WorkflowHandle, activity_type: str) -> dict[str, Any] | None:
+    """The newest durable checkpoint of the workflow's running `activity_type` activity (None
+    while it has none), read from the artifact store as a retried attempt would."""
+    description = await handle.describe()
+    for pending in description.raw_description.pending_activities:
+        if pending.activity_type.name == activity_type:
+            name = journal_name(
+                handle._client.namespace, description.id, description.run_id, pending.activity_id
+            )
+            return await asyncio.to_thread(read_journal, default_artifact_store(), name)
+    return None
+
+
+def sleuth_command(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from workers.cli import main; main()", *args]
+
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+
+def free_port_pair() -> int:
+    """A free port P whose Web UI port P + 1000 is free too."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port + 1000 < 65536 and not port_open("127.0.0.1", port + 1000):
+            return port
+    raise RuntimeError("no free port pair found")
+
+
+def start_foreground_server(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """Run `sleuth server ARGS`; returns the process and its output once it says it is ready."""
+    process = subprocess.Popen(
+        sleuth_command("server", *args),
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith("Ctrl-C stops it."):
+            return process, "".join(seen)
+    process.kill()
+    raise AssertionError("`sleuth server` never became ready:\n" + "".join(seen))
+
+
+def stop_foreground_server(process: subprocess.Popen[str]) -> str:
+    """Ctrl-C for `sleuth server`; returns the rest of its output."""
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    return output

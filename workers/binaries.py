@@ -6,8 +6,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from sleuth.errors import SleuthError
 
-class BinaryNotFoundError(FileNotFoundError):
+
+class BinaryNotFoundError(SleuthError, FileNotFoundError):
     pass
 
 

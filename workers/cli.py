@@ -12,9 +12,14 @@ import importlib
 import inspect
 import os
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from sleuth.log import configure_logging
+from sleuth.redact import redact
+from sleuth.settings import load_settings
+from workers.client import DeprecatedVariableWarning
 
 COMMAND_MODULES: list[str] = [
     "workers.cli_server",
@@ -26,6 +31,8 @@ COMMAND_MODULES: list[str] = [
     "workers.cli_schedule",
     "workers.cli_run",
     "workers.cli_agent",
+    "workers.cli_codec",
+    "workers.cli_serve",
 ]
 
 
@@ -41,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
+    load_settings()  # every SLEUTH_* variable is checked before any command starts
     configure_logging()
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -56,13 +64,32 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point. Exits with os._exit after flushing: temporalio can abort at interpreter exit."""
+    warnings.showwarning = _show_warning
     try:
         code = run(argv)
     except KeyboardInterrupt:
         code = 130
     except Exception as exc:  # a person reads this: one line, what went wrong
-        print(f"sleuth: error: {exc}", file=sys.stderr)
+        print(f"sleuth: error: {redact(str(exc))}", file=sys.stderr)
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """Settings warnings read as one line to a person; others keep Python's format."""
+    if issubclass(category, DeprecatedVariableWarning):
+        print(f"sleuth: warning: {message}", file=sys.stderr)
+        return
+    _python_showwarning(message, category, filename, lineno, file, line)

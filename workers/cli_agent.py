@@ -14,6 +14,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from activities.agent_models import AgentOutcome, AgentProgress, AgentRequest
 from activities.errors import unwrap_cause
 from sleuth.config import workflow_link
+from workers.cli_events import showing_events
 from workers.session import add_session_arguments, open_session
 from workflows.agent import AgentWorkflow
 
@@ -33,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("prompt", metavar="PROMPT", help="the task")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
     parser.add_argument(
-        "--quiet", action="store_true", help="do not show the steps while the agent works"
+        "--quiet",
+        action="store_true",
+        help="do not show the steps and events while the agent works",
     )
     add_session_arguments(parser)
     parser.set_defaults(func=run_agent_command)
@@ -57,8 +60,10 @@ async def run_agent_command(args: argparse.Namespace) -> int:
             task_queue=session.task_queue,
         )
         print(f"agent {args.name!r} started: {workflow_link(handle.id)}", file=sys.stderr)
+        out = None if args.quiet or args.json else sys.stderr
         try:
-            outcome = await follow(handle, None if args.quiet or args.json else sys.stderr)
+            async with showing_events(session.client, handle.id, out):
+                outcome = await follow(handle, out)
         except WorkflowFailureError as exc:
             print(f"sleuth: agent {args.name!r} failed: {unwrap_cause(exc)}", file=sys.stderr)
             return 1

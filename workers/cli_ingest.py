@@ -1,7 +1,9 @@
-"""`sleuth ingest PATH... --store NAME`: load files into a retrieval store.
+"""`sleuth ingest PATH... --store SPEC`: load files into a retrieval store.
 
-By default `--store NAME` is the SQLite store `$SLEUTH_HOME/stores/NAME.sqlite`. With `--app`, a
-datastore of that name registered in the app is used instead (its store and its embedder).
+`--store NAME` is the SQLite store `$SLEUTH_HOME/stores/NAME.sqlite`; `qdrant:`, `chroma:`,
+`pgvector:` and `opensearch:` specs name the other stores (`sleuth.rag.stores.spec`), with their
+credentials taken from the environment only. With `--app`, a datastore of that name registered in
+the app is used instead (its store and its embedder).
 """
 
 from __future__ import annotations
@@ -11,8 +13,14 @@ import sys
 from typing import Any
 
 from sleuth.rag.embeddings import Embedder
-from sleuth.rag.ingest import DEFAULT_CHUNK_SIZE, DEFAULT_OVERLAP, FileResult, ingest_paths
-from sleuth.rag.stores.base import BaseVectorStore
+from sleuth.rag.ingest import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_OVERLAP,
+    FileResult,
+    ingest_paths,
+)
+from sleuth.rag.stores.base import BaseVectorStore, StoreError
 
 _BAR_WIDTH = 30
 
@@ -24,14 +32,23 @@ def register(subparsers: Any) -> None:
         description=(
             "Chunk files (folders are searched for .txt .md .rst .html .pdf) into a store. "
             "Unchanged files are skipped, changed files replace their old chunks, unreadable "
-            "files are reported and skipped. Exits 1 if any file failed."
+            "files are reported and skipped. Links out of a folder and link loops are reported "
+            "and not followed. Exits 1 if any file failed."
         ),
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to ingest")
     parser.add_argument(
         "--store",
         default=None,
-        help="store name: $SLEUTH_HOME/stores/NAME.sqlite, or a datastore of --app",
+        metavar="SPEC",
+        help=(
+            "NAME ($SLEUTH_HOME/stores/NAME.sqlite), qdrant:COLLECTION, chroma:COLLECTION, "
+            "pgvector:TABLE, a server as qdrant:https://HOST:6333/COLLECTION, "
+            "chroma:http://HOST:8000/COLLECTION, pgvector:postgresql://USER@HOST/DB?table=NAME or "
+            "opensearch:https://HOST:9200/INDEX (secrets only from the environment: "
+            "QDRANT_API_KEY, CHROMA_AUTH_TOKEN, PGPASSWORD, OPENSEARCH_USER/OPENSEARCH_PASSWORD), "
+            "or a datastore of --app"
+        ),
     )
     parser.add_argument("--app", default=None, help="package.module:app whose datastore to fill")
     parser.add_argument(
@@ -41,6 +58,18 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, metavar="CHARS")
     parser.add_argument("--overlap", type=int, default=DEFAULT_OVERLAP, metavar="CHARS")
+    parser.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="follow symbolic links out of the given folders (loops are still skipped)",
+    )
+    parser.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=DEFAULT_MAX_FILE_BYTES / 1e6,
+        metavar="MB",
+        help=f"refuse files larger than this (default {DEFAULT_MAX_FILE_BYTES / 1e6:g})",
+    )
     parser.add_argument(
         "--demo",
         action="store_true",
@@ -68,7 +97,7 @@ def make_embedder(spec: str) -> Embedder | None:
 def resolve_store(
     name: str, app_target: str | None, embedder: Embedder | None
 ) -> tuple[BaseVectorStore, Embedder | None]:
-    """The store (and embedder) `--store NAME [--app ...]` names."""
+    """The store (and embedder) `--store SPEC [--app ...]` names."""
     if app_target:
         from sleuth.app import load_app
 
@@ -80,9 +109,14 @@ def resolve_store(
                 "ingest into it with its own tools"
             )
         return store, embedder or getattr(retriever, "embedder", None)
-    from sleuth.rag.stores.sqlite import SQLiteStore
+    from sleuth.rag.stores.spec import open_store
 
-    return SQLiteStore.named(name), embedder
+    dimension = getattr(embedder, "dimension", None) if embedder is not None else None
+    return open_store(name, dimension=dimension, on_wait=_say_waiting), embedder
+
+
+def _say_waiting(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 class ProgressBar:
@@ -96,6 +130,9 @@ class ProgressBar:
         if result.outcome == "failed":
             self._clear()
             print(f"skipped {result.path}: {result.error}", file=self.stream)
+        elif result.outcome == "skipped":
+            self._clear()
+            print(f"not followed: {result.error}", file=self.stream)
         if self.interactive:
             filled = _BAR_WIDTH * done // max(total, 1)
             bar = "#" * filled + "." * (_BAR_WIDTH - filled)
@@ -103,7 +140,7 @@ class ProgressBar:
             self.stream.write(f"\r[{bar}] {done}/{total} {name:<40}")
             if done == total:
                 self.stream.write("\n")
-        elif result.outcome != "failed":
+        elif result.outcome not in ("failed", "skipped"):
             print(
                 f"[{done}/{total}] {result.outcome} {result.path} ({result.chunks} chunks)",
                 file=self.stream,
@@ -116,11 +153,14 @@ class ProgressBar:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    if args.max_file_mb <= 0:
+        print("sleuth ingest: --max-file-mb must be above 0", file=sys.stderr)
+        return 2
     if args.demo:
         from sleuth.rag.demo import DEMO_STORE, ingest_demo
-        from sleuth.rag.stores.sqlite import SQLiteStore
+        from sleuth.rag.stores.spec import open_store
 
-        demo_store = SQLiteStore.named(args.store or DEMO_STORE)
+        demo_store = open_store(args.store or DEMO_STORE, on_wait=_say_waiting)
         try:
             report = ingest_demo(demo_store, embedder=make_embedder(args.embedder))
         finally:
@@ -134,7 +174,11 @@ def run_ingest(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    store, embedder = resolve_store(args.store, args.app, make_embedder(args.embedder))
+    try:
+        store, embedder = resolve_store(args.store, args.app, make_embedder(args.embedder))
+    except StoreError as exc:
+        print(f"sleuth ingest: {exc}", file=sys.stderr)
+        return 2
     if embedder is None and getattr(store, "dimension", None):
         print(
             f"note: {args.store} holds vectors but no --embedder was given; new chunks get none "
@@ -149,6 +193,8 @@ def run_ingest(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size,
             overlap=args.overlap,
             on_file=ProgressBar(),
+            follow_links=args.follow_links,
+            max_file_bytes=int(args.max_file_mb * 1e6),
         )
     finally:
         store.close()
@@ -161,7 +207,7 @@ def run_ingest(args: argparse.Namespace) -> int:
 def _summary(store_name: str, files: list[FileResult]) -> str:
     counts = {
         outcome: sum(1 for f in files if f.outcome == outcome)
-        for outcome in ("added", "replaced", "unchanged", "empty", "failed")
+        for outcome in ("added", "replaced", "unchanged", "empty", "skipped", "failed")
     }
     chunks = sum(f.chunks for f in files)
     parts = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)

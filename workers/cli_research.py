@@ -16,6 +16,8 @@ from temporalio.service import RPCError
 from activities.errors import unwrap_cause
 from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
 from sleuth.config import workflow_link
+from sleuth.research import Node
+from workers.cli_events import showing_events
 from workers.session import add_session_arguments, open_session, workflow_pollers
 from workflows.research import ResearchWorkflow
 
@@ -63,6 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="regenerations allowed (default: the config's)",
     )
+    parser.add_argument(
+        "--no-events", action="store_true", help="do not show the run's events as they happen"
+    )
     parser.set_defaults(func=run_research_command)
 
 
@@ -96,7 +101,9 @@ async def run_research_command(args: argparse.Namespace) -> int:
             print(f"follow it with: temporal workflow show --workflow-id {workflow_id}")
             return 0
         try:
-            outcome = await _follow(handle, progress_out)
+            events_out = None if args.no_events else progress_out
+            async with showing_events(session.client, workflow_id, events_out):
+                outcome = await _follow(handle, progress_out)
         except WorkflowFailureError as exc:
             print(f"research run {workflow_id} failed: {unwrap_cause(exc)}", file=sys.stderr)
             print(f"  Web UI: {link}", file=sys.stderr)
@@ -128,49 +135,47 @@ def _print_new_nodes(progress: ResearchProgress, shown: int, out: Any) -> int:
     for position in range(shown, len(progress.nodes_run)):
         node = progress.nodes_run[position]
         detail = ""
-        if node == "execute":
+        if node == Node.EXECUTE:
             detail = f"evidence items so far: {progress.evidence_count}"
-        elif node == "grounding_eval":
-            evaluations = progress.nodes_run[: position + 1].count("grounding_eval")
+        elif node == Node.GROUNDING_EVAL:
+            evaluations = progress.nodes_run[: position + 1].count(Node.GROUNDING_EVAL)
             if evaluations <= len(progress.score_history):
                 detail = f"grounding score {progress.score_history[evaluations - 1]:.0%}"
-        elif node == "replan":
+        elif node == Node.REPLAN:
             detail = f"replan {progress.replan_count}"
-        elif node == "regenerate":
+        elif node == Node.REGENERATE:
             detail = f"regeneration {progress.regeneration_count}"
-        print(f"  ✓ {node.replace('_', ' ')}" + (f" — {detail}" if detail else ""), file=out)
+        print(f"  ✓ {node.value.replace('_', ' ')}" + (f" — {detail}" if detail else ""), file=out)
     out.flush()
     return len(progress.nodes_run)
 
 
 def format_report(outcome: ResearchOutcome, link: str) -> str:
-    """The report a person reads at the end of a run."""
-    state = outcome.final_state
-    lines = ["", "Summary", "-------", state.get("summary") or "(no summary)", ""]
-    structured = state.get("structured_output")
-    if structured:
-        lines += ["Structured output", "-----------------", json.dumps(structured, indent=2), ""]
-    claims = state.get("claims") or []
-    if claims:
+    """The report a person reads at the end of a run: each finding once, with its citation."""
+    report = outcome.final_state
+    lines = ["", "Summary", "-------", report.summary or "(no summary)", ""]
+    if report.structured_output:
+        data = report.model_dump(mode="json", include={"structured_output"})["structured_output"]
+        structured = json.dumps(data, indent=2, ensure_ascii=False)
+        lines += ["Structured output", "-----------------", structured, ""]
+    if report.claims:
         lines += ["Findings", "--------"]
-        for claim in claims:
-            mark = "✓" if claim["grounded"] else "✗"
-            cited = ", ".join(f"[{i}]" for i in claim["evidence"]) or "no evidence"
-            lines.append(f"{mark} {claim['claim']}  ({cited})")
+        for claim in report.claims:
+            mark = "✓" if claim.grounded else "✗"
+            cited = "; ".join(f"[{c.evidence}] {c.reference}" for c in claim.citations)
+            lines.append(f"{mark} {claim.claim}  ({cited or 'no evidence'})")
         lines.append("")
-    sources = state.get("sources") or []
-    lines += ["Sources", "-------", *(f"- {s}" for s in sources or ["(none cited)"]), ""]
-    score = state.get("grounding_score")
-    threshold = state.get("grounding_threshold")
+    lines += ["Sources", "-------", *(f"- {s}" for s in report.sources or ["(none cited)"]), ""]
+    score, threshold = report.grounding_score, report.grounding_threshold
     lines += [
         f"Grounding score: {score:.0%} (threshold {threshold:.0%})"
         if score is not None
         else "Grounding score: n/a",
-        f"Replans: {state.get('replan_count', 0)}   "
-        f"Regenerations: {state.get('regeneration_count', 0)}   "
-        f"Ended: {state.get('end_reason')}   "
-        f"Evidence items: {state.get('evidence_count', 0)}   "
-        f"Tokens: {state.get('usage', {}).get('total_tokens', 0)}",
+        f"Replans: {report.replan_count}   "
+        f"Regenerations: {report.regeneration_count}   "
+        f"Ended: {report.end_reason}   "
+        f"Evidence items: {report.evidence_count}   "
+        f"Tokens: {report.usage.total_tokens}",
         f"Workflow: {outcome.workflow_id}",
         f"Web UI: {link}",
     ]

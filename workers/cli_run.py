@@ -26,6 +26,7 @@ from sleuth.composition import PipelineResult
 from sleuth.config import workflow_link
 from sleuth.decompose import DeepDecomposer
 from sleuth.yamlconfig import load_agents_into
+from workers.cli_events import showing_events
 from workers.session import add_session_arguments, open_session
 from workflows.agent import AgentWorkflow
 from workflows.decompose import DecomposeWorkflow
@@ -51,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-depth", type=int, metavar="N", help="deep agents: recursion limit (0 means 3)"
     )
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    parser.add_argument(
+        "--quiet", action="store_true", help="do not show the run's events as they happen"
+    )
     add_session_arguments(parser)
     parser.set_defaults(func=run_command)
 
@@ -99,8 +103,10 @@ async def run_command(args: argparse.Namespace) -> int:
             )
         if not args.json:
             print(f"started {workflow_id}: {workflow_link(workflow_id)}", file=sys.stderr)
+        out = None if args.json or args.quiet else sys.stderr
         try:
-            outcome = await handle.result()
+            async with showing_events(session.client, workflow_id, out):
+                outcome = await handle.result()
         except WorkflowFailureError as exc:
             print(f"sleuth: {workflow_id} failed: {unwrap_cause(exc)}", file=sys.stderr)
             return 1

@@ -17,7 +17,15 @@ from activities.errors import unwrap_cause
 from activities.scan_models import ScanOutcome, ScanProgress, ScanRequest
 from sleuth.app import load_app
 from sleuth.config import sleuth_home, workflow_link
-from sleuth.sinks import RowRecord, RowSink, open_sink
+from sleuth.redact import redact
+from sleuth.sinks import (
+    DEFAULT_SINK,
+    SINKS_ENV,
+    RowRecord,
+    RowSink,
+    configured_sink_urls,
+    sink_for_name,
+)
 from workers.scans import start_scan
 from workers.session import add_session_arguments, open_session
 from workflows.scan import KnowledgeScanWorkflow
@@ -32,11 +40,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="research every item of a knowledge provider",
         description=(
             "Start KnowledgeScanWorkflow over the items of PROVIDER (a name registered with "
-            "app.provider). Each item gets a research run and one row in the sink."
+            "app.provider). Each item gets a research run (or, with --agent, an agent run) and "
+            "one row in the sink."
         ),
     )
     scan.add_argument("provider", metavar="PROVIDER", help="a provider registered in the App")
-    scan.add_argument("--research", default="default", help="research config per item")
+    runner = scan.add_mutually_exclusive_group()
+    runner.add_argument("--research", help="research config per item (default: 'default')")
+    runner.add_argument("--agent", help="an agent registered with app.agent, run once per item")
     scan.add_argument(
         "--scan-id",
         help="rows are keyed by scan id; reusing one skips items that already have a row "
@@ -46,8 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scan.add_argument("--page-size", type=int, default=100, help="items listed per page")
     scan.add_argument(
         "--sink",
-        help="where rows go: sqlite:///path, jsonl:///path, opensearch://host:9200/index or a "
-        "registered sink name (default: $SLEUTH_HOME/rows.sqlite)",
+        metavar="NAME",
+        help="the sink rows go to: a name the worker has (app.sink, $SLEUTH_SINKS or "
+        f"`sleuth worker --sink NAME=URL`); default {DEFAULT_SINK!r}, $SLEUTH_HOME/rows.sqlite",
     )
     scan.add_argument(
         "--follow", action="store_true", help="show a progress bar until the scan ends"
@@ -63,10 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rows.add_argument("scan_id", metavar="SCAN_ID")
     rows.add_argument("--json", action="store_true", help="print JSON lines, one per item")
     rows.add_argument(
-        "--sink", help="the sink the scan wrote to (default: $SLEUTH_HOME/rows.sqlite)"
+        "--sink",
+        metavar="NAME",
+        help=f"the sink the scan wrote to, by name (default {DEFAULT_SINK!r}: "
+        "$SLEUTH_HOME/rows.sqlite)",
     )
     rows.add_argument(
-        "--app", metavar="PKG.MODULE:APP", help="the App, when --sink names a registered sink"
+        "--app", metavar="PKG.MODULE:APP", help="the App, when --sink names a sink it registers"
     )
     rows.set_defaults(func=run_rows_command)
 
@@ -76,6 +91,7 @@ async def run_scan_command(args: argparse.Namespace) -> int:
     request = ScanRequest(
         provider=args.provider,
         research=args.research,
+        agent=args.agent,
         scan_id=scan_id,
         concurrency=args.concurrency,
         page_size=args.page_size,
@@ -107,7 +123,10 @@ async def run_scan_command(args: argparse.Namespace) -> int:
         try:
             outcome = await follow_scan(handle, sys.stderr)
         except WorkflowFailureError as exc:
-            print(f"sleuth: scan {scan_id!r} failed: {unwrap_cause(exc)}", file=sys.stderr)
+            print(
+                f"sleuth: scan {scan_id!r} failed: {redact(str(unwrap_cause(exc)))}",
+                file=sys.stderr,
+            )
             return 1
     print_outcome(outcome, args.sink, sys.stdout)
     return 0
@@ -154,13 +173,16 @@ def progress_line(progress: ScanProgress) -> str:
     )
 
 
-def sink_description(spec: str | None) -> str:
-    """Where a sink spec puts rows, as the worker resolves it (without opening the sink)."""
-    if spec is None or spec == "sqlite":
+def sink_description(name: str | None) -> str:
+    """Where a sink name puts rows, as a worker with this environment resolves it (without
+    opening the sink)."""
+    name = name or DEFAULT_SINK
+    configured = configured_sink_urls()
+    if name in configured:
+        return f"{redact(configured[name])} (sink {name!r} in ${SINKS_ENV})"
+    if name == DEFAULT_SINK:
         return f"{sleuth_home() / 'rows.sqlite'} (the worker's $SLEUTH_HOME)"
-    if "://" in spec:
-        return spec
-    return f"the sink the worker's App registered as {spec!r}"
+    return f"the sink the worker's App registered as {name!r}"
 
 
 def print_outcome(outcome: ScanOutcome, sink_spec: str | None, out: TextIO) -> None:
@@ -170,7 +192,7 @@ def print_outcome(outcome: ScanOutcome, sink_spec: str | None, out: TextIO) -> N
         f"{outcome.failed_count} failed\n"
     )
     for failure in outcome.failed:
-        out.write(f"  failed: {failure.item}: {failure.error}\n")
+        out.write(f"  failed: {failure.item}: {redact(failure.error)}\n")
     if outcome.failed_count > len(outcome.failed):
         out.write(f"  ... and {outcome.failed_count - len(outcome.failed)} more failures\n")
     sink_option = f" --sink {sink_spec}" if sink_spec else ""
@@ -190,18 +212,22 @@ def run_rows_command(args: argparse.Namespace) -> int:
         return 1
     if args.json:
         for record in records:
+            if record.error:
+                record = record.model_copy(update={"error": redact(record.error)})
             print(record.model_dump_json())
     else:
         print_table(records, sys.stdout)
     return 0
 
 
-def resolve_sink(spec: str | None, app_target: str | None) -> RowSink:
-    if spec and app_target:
+def resolve_sink(name: str | None, app_target: str | None) -> RowSink:
+    """The sink `name` means here: registered in `--app`, configured in `$SLEUTH_SINKS`, or the
+    default."""
+    registered: dict[str, RowSink] = {}
+    if app_target:
         app = load_app(app_target)
-        sink: RowSink = app.get_sink(spec)
-        return sink
-    return open_sink(spec)
+        registered = {n: app.get_sink(n) for n in app.sink_names}
+    return sink_for_name(name, registered=registered)
 
 
 def print_table(records: list[RowRecord], out: TextIO, width: int = 100) -> None:
@@ -209,7 +235,7 @@ def print_table(records: list[RowRecord], out: TextIO, width: int = 100) -> None
     id_width = min(max(len(r.item_id) for r in records), 40)
     out.write(f"{'ITEM':<{id_width}}  {'STATUS':<6}  DATA\n")
     for record in records:
-        detail = record.error or _compact(record.data)
+        detail = redact(record.error) if record.error else _compact(record.data)
         room = max(width - id_width - 10, 20)
         if len(detail) > room:
             detail = detail[: room - 1] + "…"

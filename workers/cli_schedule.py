@@ -35,7 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     create.add_argument("--timezone", help="IANA time zone of the cron fields (default UTC)")
     create.add_argument("--research", default="default", help="research config per item")
     create.add_argument("--concurrency", type=int, default=8, help="items researched at once")
-    create.add_argument("--sink", help="where rows go (default: $SLEUTH_HOME/rows.sqlite)")
+    create.add_argument(
+        "--sink",
+        metavar="NAME",
+        help="the sink rows go to, by name (default: rows, $SLEUTH_HOME/rows.sqlite)",
+    )
     add_session_arguments(create)
     create.set_defaults(func=create_command)
 

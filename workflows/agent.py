@@ -8,7 +8,10 @@ Start it from anywhere with plain JSON:
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
+
+from workflows.streams import state_for_continue
 
 with workflow.unsafe.imports_passed_through():
     from activities.agent import AgentActivities
@@ -34,8 +37,10 @@ _ACTIVITIES = {
 class AgentWorkflow:
     """Runs one registered agent; counters are in the `progress` query and the memo."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, request: AgentRequest) -> None:
         self._progress = AgentProgress()
+        self._stream = WorkflowStream(request.resume.stream if request.resume else None)
 
     @workflow.query
     def progress(self) -> AgentProgress:
@@ -83,15 +88,13 @@ class AgentWorkflow:
                     update={"workflow_id": info.workflow_id, "run_id": info.run_id}
                 )
             if workflow.info().is_continue_as_new_suggested():
-                workflow.continue_as_new(
-                    request.model_copy(
-                        update={
-                            "resume": AgentResume(
-                                state_ref=state_ref, next=step, progress=self._progress
-                            )
-                        }
-                    )
+                resume = AgentResume(
+                    state_ref=state_ref,
+                    next=step,
+                    progress=self._progress,
+                    stream=await state_for_continue(self._stream),
                 )
+                workflow.continue_as_new(request.model_copy(update={"resume": resume}))
 
     def _record(self, output: StepOutput) -> None:
         progress = self._progress

@@ -4,14 +4,19 @@ Input `{"agent": "deep-researcher", "task": "...", "max_depth": 3}` (0 means 3).
 one activity decides; a split starts one child `DecomposeWorkflow` per subtask, at most the
 agent's `max_fan_out` at once, each with its share of the tree's budget (`BudgetPool`: what a
 child did not use flows back to later ones); the results go into the digest and a synthesis
-activity answers. The `tree` query returns the tree so far; the memo shows the counters.
+activity answers. The control flow is the in-process decomposer's own
+(`sleuth.decompose_flow.drive_node` over `next_decompose_step`); this module only says how each
+step runs durably. The `tree` query returns the tree so far; the memo shows the counters.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 
 with workflow.unsafe.imports_passed_through():
     from activities.decompose import DecomposeActivities
@@ -25,15 +30,9 @@ with workflow.unsafe.imports_passed_through():
         SubtaskResult,
         SynthesizeInput,
     )
-    from sleuth.decompose import (
-        NOT_RUN_TEXT,
-        Budget,
-        BudgetPool,
-        NodeOutcome,
-        Spend,
-        TaskNode,
-        effective_max_depth,
-    )
+    from sleuth import decompose_flow as flow
+    from sleuth.budget import Budget
+    from sleuth.decompose import effective_max_depth
     from sleuth.text import preview
 
 
@@ -42,17 +41,18 @@ class DecomposeWorkflow:
     """One task of a decomposition tree (the root, or a subtask started by its parent)."""
 
     def __init__(self) -> None:
-        self._node = TaskNode(task="", depth=0)
+        self._stream = WorkflowStream()
+        self._node = flow.TaskNode(task="", depth=0)
 
     @workflow.query
-    def tree(self) -> TaskNode:
+    def tree(self) -> flow.TaskNode:
         """The tree so far: this task, finished subtrees in full, running subtasks by workflow id."""
         return self._node
 
     @workflow.run
     async def run(self, request: DecomposeInput) -> DecomposeOutput:
         config = request.config or DecomposeConfig()
-        node = self._node = TaskNode(
+        node = self._node = flow.TaskNode(
             task=request.task, depth=request.depth, workflow_id=workflow.info().workflow_id
         )
         if request.allowance is None:
@@ -72,139 +72,115 @@ class DecomposeWorkflow:
         workflow.logger.info(
             "decompose depth=%d/%d task=%s", node.depth, max_depth, preview(request.task)
         )
-        self._memo(max_depth)
-
-        spent, exhausted = Spend(), False
-        if node.depth < max_depth:
-            node.status = "deciding"
-            decision = await workflow.execute_activity_method(
-                DecomposeActivities.decide,
-                DecideInput(agent=request.agent, task=request.task, allowance=allowance),
-                summary=f"decide (depth {node.depth}): {preview(request.task, 80)}",
-                **config.decide.activity_options(),
-            )
-            spent, exhausted = decision.spent, decision.budget_exhausted
-            if not decision.direct:
-                pool = BudgetPool(
-                    allowance.minus(spent), consumers=len(decision.subtasks) + 1, at_once=fan_out
-                )
-                outcome = await self._split(
-                    request, config, decision.subtasks, pool, max_depth, fan_out
-                )
-                return self._done(outcome, spent + pool.spent, exhausted, max_depth)
-        node.status, node.mode = "solving", "direct"
-        self._memo(max_depth)
-        solved = await workflow.execute_activity_method(
-            DecomposeActivities.solve,
-            SolveInput(agent=request.agent, task=request.task, allowance=allowance.minus(spent)),
-            summary=f"solve (depth {node.depth}): {preview(request.task, 80)}",
-            **config.solve.activity_options(),
-        )
-        return self._done(solved, spent + solved.spent, exhausted, max_depth)
-
-    async def _split(
-        self,
-        request: DecomposeInput,
-        config: DecomposeConfig,
-        subtasks: list[str],
-        pool: BudgetPool,
-        max_depth: int,
-        fan_out: int,
-    ) -> NodeOutcome:
-        node = self._node
-        node.status, node.mode = "running", "decomposed"
-        node.children = [TaskNode(task=s, depth=node.depth + 1) for s in subtasks]
-        self._memo(max_depth)
-        gate = asyncio.Semaphore(fan_out)
-        base_id = workflow.info().workflow_id
-
-        async def run_child(number: int, child: TaskNode) -> NodeOutcome:
-            async with gate:
-                await workflow.wait_condition(lambda: not pool.must_wait())
-                grant = pool.grant()
-                if grant is None:
-                    child.status, child.budget_exhausted = "skipped", True
-                    child.result_preview = NOT_RUN_TEXT
-                    workflow.logger.info("decompose skipped (budget spent): %s", child.task)
-                    return NodeOutcome(text=NOT_RUN_TEXT, budget_exhausted=True, skipped=True)
-                child.status, child.workflow_id = "running", f"{base_id}.{number}"
-                result = await workflow.execute_child_workflow(
-                    DecomposeWorkflow.run,
-                    DecomposeInput(
-                        agent=request.agent,
-                        task=child.task,
-                        max_depth=max_depth,
-                        config=config,
-                        depth=child.depth,
-                        allowance=grant,
-                        max_fan_out=fan_out,
-                    ),
-                    id=child.workflow_id,
-                    static_summary=f"subtask {number} at depth {child.depth}: "
-                    f"{preview(child.task, 100)}",
-                )
-                pool.settle(grant, result.spent)
-                node.children[number - 1] = result.tree
-                self._memo(max_depth)
-                return NodeOutcome(
-                    text=result.answer,
-                    spent=result.spent,
-                    budget_exhausted=result.outcome == "budget_exhausted",
-                )
-
-        outcomes = await asyncio.gather(
-            *(run_child(number, child) for number, child in enumerate(node.children, start=1))
-        )
-        node.status = "synthesizing"
-        self._memo(max_depth)
-        grant = pool.grant()
-        synthesis = await workflow.execute_activity_method(
-            DecomposeActivities.synthesize,
-            SynthesizeInput(
-                agent=request.agent,
-                task=request.task,
-                results=[
-                    SubtaskResult(task=s, result=o.text)
-                    for s, o in zip(subtasks, outcomes, strict=True)
-                ],
-                allowance=grant or Budget(max_tool_calls=0),
-            ),
-            summary=f"synthesize {len(subtasks)} results: {preview(request.task, 80)}",
-            **config.synthesize.activity_options(),
-        )
-        pool.settle(grant, synthesis.spent)
-        exhausted = synthesis.budget_exhausted or any(o.budget_exhausted for o in outcomes)
-        return NodeOutcome(text=synthesis.text, spent=synthesis.spent, budget_exhausted=exhausted)
-
-    def _done(
-        self, outcome: NodeOutcome, spent: Spend, exhausted: bool, max_depth: int
-    ) -> DecomposeOutput:
-        node = self._node
-        exhausted = exhausted or outcome.budget_exhausted
-        node.status = "skipped" if outcome.skipped else "done"
-        node.spent, node.budget_exhausted = spent, exhausted
-        node.result_preview = preview(outcome.text, 200)
-        self._memo(max_depth)
+        _memo(node, max_depth)
+        run = flow.NodeRun(node=node, max_depth=max_depth, max_fan_out=fan_out, allowance=allowance)
+        outcome = await flow.drive_node(run, _Durable(request, config))
         return DecomposeOutput(
             answer=outcome.text,
-            outcome="budget_exhausted" if exhausted else "completed",
-            spent=spent,
+            outcome="budget_exhausted" if outcome.budget_exhausted else "completed",
+            spent=outcome.spent,
             tree=node,
         )
 
-    def _memo(self, max_depth: int) -> None:
-        node = self._node
-        workflow.upsert_memo(
-            {
-                "task": preview(node.task, 200),
-                "depth": node.depth,
-                "max_depth": max_depth,
-                "status": node.status,
-                "subtasks": len(node.children),
-                "subtasks_done": sum(c.status in ("done", "skipped") for c in node.children),
-                "tool_calls": node.spent.tool_calls,
-                "input_tokens": node.spent.input_tokens,
-                "output_tokens": node.spent.output_tokens,
-                "budget_exhausted": node.budget_exhausted,
-            }
+
+@dataclass
+class _Durable:
+    """Carries out `drive_node`'s steps durably (`NodeSteps`): activities and child workflows."""
+
+    request: DecomposeInput
+    config: DecomposeConfig
+
+    async def decide(self, step: flow.Decide) -> flow.Decision:
+        return await workflow.execute_activity_method(
+            DecomposeActivities.decide,
+            DecideInput(agent=self.request.agent, task=step.task, allowance=step.allowance),
+            summary=f"decide (depth {self.request.depth}): {preview(step.task, 80)}",
+            **self.config.decide.activity_options(),
         )
+
+    async def solve(self, step: flow.Solve) -> flow.NodeOutcome:
+        return await workflow.execute_activity_method(
+            DecomposeActivities.solve,
+            SolveInput(agent=self.request.agent, task=step.task, allowance=step.allowance),
+            summary=f"solve (depth {self.request.depth}): {preview(step.task, 80)}",
+            **self.config.solve.activity_options(),
+        )
+
+    async def synthesize(self, step: flow.Synthesize) -> flow.NodeOutcome:
+        return await workflow.execute_activity_method(
+            DecomposeActivities.synthesize,
+            SynthesizeInput(
+                agent=self.request.agent,
+                task=step.task,
+                results=[SubtaskResult(task=task, result=text) for task, text in step.results],
+                allowance=step.allowance,
+            ),
+            summary=f"synthesize {len(step.results)} results: {preview(step.task, 80)}",
+            **self.config.synthesize.activity_options(),
+        )
+
+    def start_subtask(
+        self, run: flow.NodeRun, step: flow.StartSubtask
+    ) -> asyncio.Future[flow.FinishedSubtask]:
+        number = step.index + 1
+        child = run.node.children[step.index]
+        child.workflow_id = f"{workflow.info().workflow_id}.{number}"
+        started = workflow.execute_child_workflow(
+            DecomposeWorkflow.run,
+            DecomposeInput(
+                agent=self.request.agent,
+                task=step.task,
+                max_depth=run.max_depth,
+                config=self.config,
+                depth=step.depth,
+                allowance=step.allowance,
+                max_fan_out=run.max_fan_out,
+            ),
+            id=child.workflow_id,
+            static_summary=f"subtask {number} at depth {step.depth}: {preview(step.task, 100)}",
+        )
+        return asyncio.ensure_future(_subtask_result(started))
+
+    async def first_finished(
+        self, running: Sequence[asyncio.Future[flow.FinishedSubtask]]
+    ) -> list[asyncio.Future[flow.FinishedSubtask]]:
+        done, _ = await workflow.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        return list(done)
+
+    def observe(self, run: flow.NodeRun, step: flow.DecomposeStep, *, finished: bool) -> None:
+        """Upsert the memo where the tree visibly changes: a split, a finished subtask, a leaf
+        loop or the synthesis starting, the node done (the points recorded histories expect)."""
+        if isinstance(step, flow.SkipSubtask) and not finished:
+            skipped = run.node.children[step.index]
+            workflow.logger.info("decompose skipped (budget spent): %s", skipped.task)
+        started = not finished and isinstance(step, flow.Solve | flow.Synthesize | flow.Finished)
+        split = finished and isinstance(step, flow.Decide) and run.pool is not None
+        if started or split or (finished and isinstance(step, flow.AwaitSubtasks)):
+            _memo(run.node, run.max_depth)
+
+
+async def _subtask_result(started: Awaitable[DecomposeOutput]) -> flow.FinishedSubtask:
+    result = await started
+    outcome = flow.NodeOutcome(
+        text=result.answer,
+        spent=result.spent,
+        budget_exhausted=result.outcome == "budget_exhausted",
+    )
+    return outcome, result.tree
+
+
+def _memo(node: flow.TaskNode, max_depth: int) -> None:
+    workflow.upsert_memo(
+        {
+            "task": preview(node.task, 200),
+            "depth": node.depth,
+            "max_depth": max_depth,
+            "status": node.status,
+            "subtasks": len(node.children),
+            "subtasks_done": sum(c.status in ("done", "skipped") for c in node.children),
+            "tool_calls": node.spent.tool_calls,
+            "input_tokens": node.spent.input_tokens,
+            "output_tokens": node.spent.output_tokens,
+            "budget_exhausted": node.budget_exhausted,
+        }
+    )

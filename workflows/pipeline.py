@@ -1,18 +1,21 @@
 """`PipelineWorkflow`: a registered composition pipeline, one activity per agent stage.
 
 Input `{"pipeline": "report", "task": "..."}`. The workflow reads the pipeline's shape from the
-worker's App, then runs it as the in-process pipeline would (same prompts, same merge): stages
-one after another, parallel branches at once, a loop until its condition or `max_loops`. A
-nested pipeline — inline, or a stage naming another registered pipeline — is a child
-`PipelineWorkflow`. A stage that still fails after its retries makes the result `success=False`
-with the error, like an agent raising in-process.
+worker's App, then drives the same control flow as the in-process pipeline
+(`sleuth.pipeline_flow.drive_pipeline`: same prompts, same merge, same stop): stages one after
+another, parallel branches at once, a loop until its condition or `max_loops`. This module only
+says how a step runs durably: an agent stage is an activity, a nested pipeline — inline, or a
+stage naming another registered pipeline — is a child `PipelineWorkflow`, a loop condition is an
+activity. A stage that still fails after its retries makes the result `success=False` with the
+error, like an agent raising in-process.
 """
 
 from __future__ import annotations
 
-import asyncio
+from dataclasses import dataclass
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -26,16 +29,17 @@ with workflow.unsafe.imports_passed_through():
         PipelineProgress,
         PipelineSpec,
         StageInput,
-        StageSpec,
     )
-    from sleuth.composition import PipelineResult, follow_up_prompt, merge_outputs
+    from sleuth.pipeline_flow import (
+        CheckCondition,
+        PipelineResult,
+        PipelineRun,
+        StageCall,
+        StageOutcome,
+        drive_pipeline,
+        stage_failure,
+    )
     from sleuth.text import preview
-
-
-class _StageFailed(Exception):
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 @workflow.defn
@@ -43,6 +47,7 @@ class PipelineWorkflow:
     """Runs one registered pipeline (or a pipeline nested in it)."""
 
     def __init__(self) -> None:
+        self._stream = WorkflowStream()
         self._progress = PipelineProgress(pipeline="")
 
     @workflow.query
@@ -54,112 +59,50 @@ class PipelineWorkflow:
     async def run(self, request: PipelineInput) -> PipelineResult:
         config = request.config or PipelineConfig()
         label = request.pipeline + "".join(f"[{i}]" for i in request.path)
-        self._progress = PipelineProgress(pipeline=label)
+        progress = self._progress = PipelineProgress(pipeline=label)
         spec = await workflow.execute_activity_method(
             PipelineActivities.describe,
             DescribeInput(pipeline=request.pipeline, path=request.path),
             summary=f"read the shape of pipeline {label}",
             **config.describe.activity_options(),
         )
-        self._progress.kind, self._progress.stages = spec.kind, len(spec.stages)
-        self._memo()
-        outputs: list[str] = []
-        try:
-            if spec.kind == "sequential":
-                result = await self._sequential(request, config, spec, outputs)
-            elif spec.kind == "parallel":
-                result = await self._parallel(request, config, spec, outputs)
-            else:
-                result = await self._loop(request, config, spec, outputs)
-        except _StageFailed as failed:
-            workflow.logger.info("pipeline %s failed: %s", label, failed.message)
-            result = PipelineResult(
-                outputs=outputs, success=False, error=failed.message, stop_reason="error"
-            )
-        self._progress.finished = True
-        self._memo()
+        progress.kind, progress.stages = spec.kind, len(spec.stages)
+        _memo(progress)
+        planned = PipelineRun(
+            kind=spec.kind,
+            task=request.task,
+            stages=[stage.name for stage in spec.stages],
+            branch_tasks=[stage.task for stage in spec.stages],
+            merge=spec.merge,
+            max_loops=spec.max_loops,
+        )
+        result = await drive_pipeline(planned, _Durable(request, config, spec, progress))
+        if not result.success:
+            workflow.logger.info("pipeline %s failed: %s", label, result.error)
+        progress.finished = True
+        _memo(progress)
         return result
 
-    async def _sequential(
-        self,
-        request: PipelineInput,
-        config: PipelineConfig,
-        spec: PipelineSpec,
-        outputs: list[str],
-    ) -> PipelineResult:
-        prompt = request.task
-        for stage in spec.stages:
-            output = await self._stage(request, config, spec, stage, prompt)
-            outputs.append(output)
-            prompt = follow_up_prompt(request.task, output)
-        return PipelineResult(final_output=outputs[-1], outputs=outputs)
 
-    async def _parallel(
-        self,
-        request: PipelineInput,
-        config: PipelineConfig,
-        spec: PipelineSpec,
-        outputs: list[str],
-    ) -> PipelineResult:
-        settled = await asyncio.gather(
-            *(
-                self._stage(request, config, spec, stage, stage.task or request.task)
-                for stage in spec.stages
-            ),
-            return_exceptions=True,
-        )
-        for item in settled:
-            if isinstance(item, BaseException) and not isinstance(item, _StageFailed):
-                raise item
-        outputs.extend(s if isinstance(s, str) else "" for s in settled)
-        errors = [s.message for s in settled if isinstance(s, _StageFailed)]
-        if errors:
-            raise _StageFailed("; ".join(errors))
-        return PipelineResult(final_output=merge_outputs(outputs, spec.merge), outputs=outputs)
+@dataclass
+class _Durable:
+    """Carries out `drive_pipeline`'s steps durably (a `PipelineRunner`), keeping `progress`."""
 
-    async def _loop(
-        self,
-        request: PipelineInput,
-        config: PipelineConfig,
-        spec: PipelineSpec,
-        outputs: list[str],
-    ) -> PipelineResult:
-        prompt = request.task
-        stage = spec.stages[0]
-        for loop in range(1, spec.max_loops + 1):
-            self._progress.loops = loop
-            output = await self._stage(request, config, spec, stage, prompt, loop=loop)
-            outputs.append(output)
-            if spec.has_condition:
-                try:
-                    checked = await workflow.execute_activity_method(
-                        PipelineActivities.condition,
-                        ConditionInput(pipeline=request.pipeline, path=request.path, output=output),
-                        summary=f"check the loop condition after run {loop}",
-                        **config.condition.activity_options(),
-                    )
-                except ActivityError as exc:
-                    raise _StageFailed(_failure("condition", exc)) from exc
-                if checked.met:
-                    return PipelineResult(
-                        final_output=output, outputs=outputs, stop_reason="condition_met"
-                    )
-            prompt = follow_up_prompt(request.task, output)
-        return PipelineResult(final_output=outputs[-1], outputs=outputs, stop_reason="max_loops")
+    request: PipelineInput
+    config: PipelineConfig
+    spec: PipelineSpec
+    progress: PipelineProgress
 
-    async def _stage(
-        self,
-        request: PipelineInput,
-        config: PipelineConfig,
-        spec: PipelineSpec,
-        stage: StageSpec,
-        task: str,
-        *,
-        loop: int | None = None,
-    ) -> str:
-        position = f"stage {stage.index + 1}/{len(spec.stages)}" + (f", run {loop}" if loop else "")
-        self._progress.running.append(stage.name)
-        self._memo()
+    async def run_stage(self, call: StageCall) -> StageOutcome:
+        """One stage as an activity, or a nested pipeline as a child workflow."""
+        request, config, progress = self.request, self.config, self.progress
+        stage, loop = self.spec.stages[call.index], call.loop
+        position = f"stage {stage.index + 1}/{len(self.spec.stages)}"
+        position += f", run {loop}" if loop else ""
+        if loop:
+            progress.loops = loop
+        progress.running.append(stage.name)
+        _memo(progress)
         try:
             if stage.kind == "agent":
                 done = await workflow.execute_activity_method(
@@ -168,19 +111,19 @@ class PipelineWorkflow:
                         pipeline=request.pipeline,
                         path=request.path,
                         index=stage.index,
-                        task=task,
+                        task=call.task,
                         heartbeat_every_seconds=config.heartbeat_every_seconds,
                     ),
-                    summary=f"{position} {stage.name}: {preview(task, 80)}",
+                    summary=f"{position} {stage.name}: {preview(call.task, 80)}",
                     **config.stage.activity_options(),
                 )
-                return done.output
+                return StageOutcome(output=done.output)
             nested = await workflow.execute_child_workflow(
                 PipelineWorkflow.run,
                 PipelineInput(
                     pipeline=stage.name if stage.kind == "named_pipeline" else request.pipeline,
                     path=[] if stage.kind == "named_pipeline" else [*request.path, stage.index],
-                    task=task,
+                    task=call.task,
                     config=config,
                 ),
                 id=f"{workflow.info().workflow_id}.{stage.index + 1}"
@@ -188,32 +131,48 @@ class PipelineWorkflow:
                 static_summary=f"{position}: nested pipeline {stage.name}",
             )
             if not nested.success:
-                raise _StageFailed(f"stage {stage.name!r} failed: {nested.error}")
-            return nested.final_output
+                return StageOutcome(error=stage_failure(stage.name, nested.error or "failed"))
+            return StageOutcome(output=nested.final_output)
         except (ActivityError, ChildWorkflowError) as exc:
-            raise _StageFailed(_failure(stage.name, exc)) from exc
+            return StageOutcome(error=stage_failure(stage.name, _reason(exc)))
         finally:
-            self._progress.running.remove(stage.name)
-            self._progress.stages_done += 1
-            self._memo()
+            progress.running.remove(stage.name)
+            progress.stages_done += 1
+            _memo(progress)
 
-    def _memo(self) -> None:
-        progress = self._progress
-        workflow.upsert_memo(
-            {
-                "pipeline": progress.pipeline,
-                "kind": progress.kind,
-                "stages": progress.stages,
-                "stages_done": progress.stages_done,
-                "loops": progress.loops,
-                "finished": progress.finished,
-            }
-        )
+    async def check_condition(self, step: CheckCondition) -> tuple[bool, str | None]:
+        """A loop's condition as an activity (a loop without one never meets it)."""
+        if not self.spec.has_condition:
+            return False, None
+        request = self.request
+        try:
+            checked = await workflow.execute_activity_method(
+                PipelineActivities.condition,
+                ConditionInput(pipeline=request.pipeline, path=request.path, output=step.output),
+                summary=f"check the loop condition after run {step.loop}",
+                **self.config.condition.activity_options(),
+            )
+        except ActivityError as exc:
+            return False, stage_failure("condition", _reason(exc))
+        return checked.met, None
 
 
-def _failure(stage: str, error: BaseException) -> str:
-    """The same message an in-process pipeline gives: `stage 'x' failed: Type: message`."""
+def _memo(progress: PipelineProgress) -> None:
+    workflow.upsert_memo(
+        {
+            "pipeline": progress.pipeline,
+            "kind": progress.kind,
+            "stages": progress.stages,
+            "stages_done": progress.stages_done,
+            "loops": progress.loops,
+            "finished": progress.finished,
+        }
+    )
+
+
+def _reason(error: BaseException) -> str:
+    """`Type: message` of what made an activity or child workflow fail, as in-process."""
     cause = unwrap_cause(error)
     if isinstance(cause, ApplicationError):
-        return f"stage {stage!r} failed: {cause.type or 'Error'}: {cause.message}"
-    return f"stage {stage!r} failed: {cause}"
+        return f"{cause.type or 'Error'}: {cause.message}"
+    return f"{type(cause).__name__}: {cause}"

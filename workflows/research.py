@@ -2,32 +2,42 @@
 
 Start it from anywhere with plain JSON:
 `temporal workflow start --task-queue sleuth --type ResearchWorkflow --input '{"prompt": "…"}'`.
+
+The workflow is the only place that decides: it asks `next_node` which node runs next, and when
+that says `done` it asks `end_reason` why and calls `research.finish`, which writes the report.
+Past its history budget it continues as new, carrying the state reference and the digest.
 """
 
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
+
+from workflows.streams import publish, state_for_continue
 
 with workflow.unsafe.imports_passed_through():
     from activities.research import ResearchActivities
     from activities.research_models import (
+        FinishInput,
+        FinishOutput,
         NodeInput,
         NodeOutput,
         ResearchNodeConfig,
         ResearchOutcome,
         ResearchProgress,
         ResearchRequest,
+        ResearchResume,
     )
-    from sleuth.research import DONE, ResearchDigest, next_node
+    from sleuth.research import Node, ResearchDigest, end_reason, next_node
 
 _ACTIVITIES = {
-    "execute": ResearchActivities.execute,
-    "causal_inference": ResearchActivities.causal_inference,
-    "summarize": ResearchActivities.summarize,
-    "grounding_eval": ResearchActivities.grounding_eval,
-    "regenerate": ResearchActivities.regenerate,
-    "replan": ResearchActivities.replan,
+    Node.EXECUTE: ResearchActivities.execute,
+    Node.CAUSAL_INFERENCE: ResearchActivities.causal_inference,
+    Node.SUMMARIZE: ResearchActivities.summarize,
+    Node.GROUNDING_EVAL: ResearchActivities.grounding_eval,
+    Node.REGENERATE: ResearchActivities.regenerate,
+    Node.REPLAN: ResearchActivities.replan,
 }
 
 
@@ -35,8 +45,10 @@ _ACTIVITIES = {
 class ResearchWorkflow:
     """Runs one research config durably; counters are in the `progress` query and the memo."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, request: ResearchRequest) -> None:
         self._progress = ResearchProgress()
+        self._stream = WorkflowStream(request.resume.stream if request.resume else None)
 
     @workflow.query
     def progress(self) -> ResearchProgress:
@@ -49,13 +61,30 @@ class ResearchWorkflow:
             config = ResearchNodeConfig.with_overrides(request.nodes)
         except ValueError as exc:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from exc
-        self._progress.research = request.research
         digest = ResearchDigest()
         state_ref: str | None = None
-        final_state = None
-        while (node := next_node(digest)) != DONE:
+        if request.resume is not None:
+            digest, state_ref = request.resume.digest, request.resume.state_ref
+            self._progress = request.resume.progress
+            self._progress.runs += 1
+        self._progress.research = request.research
+        nodes_this_run = 0
+        while (node := next_node(digest)) != Node.DONE:
+            if state_ref is not None and nodes_this_run and self._history_budget_spent(request):
+                workflow.logger.info(
+                    "research continues as new after %d events",
+                    workflow.info().get_current_history_length(),
+                )
+                resume = ResearchResume(
+                    state_ref=state_ref,
+                    digest=digest,
+                    progress=self._progress,
+                    stream=await state_for_continue(self._stream),
+                )
+                workflow.continue_as_new(request.model_copy(update={"resume": resume}))
             self._progress.node = node
             workflow.logger.info("research node %s starts", node)
+            publish(self._stream, "research.node.started", research=request.research, node=node)
             first = state_ref is None
             output = await self._run_node(
                 node,
@@ -66,64 +95,98 @@ class ResearchWorkflow:
                     grounding_threshold=request.grounding_threshold if first else None,
                     max_replans=request.max_replans if first else None,
                     max_regenerations=request.max_regenerations if first else None,
+                    causal_inference=request.causal_inference if first else None,
                 ),
                 config,
                 digest,
             )
-            digest, state_ref, final_state = output.digest, output.state_ref, output.final_state
+            digest, state_ref = output.digest, output.state_ref
+            nodes_this_run += 1
             self._record(node, digest)
-        if final_state is None or state_ref is None:
-            raise ApplicationError(
-                "the research run ended without a final state; the activities and the workflow "
-                "disagree about routing (are the worker's sleuth versions mixed?)",
-                type="ConfigError",
-                non_retryable=True,
-            )
+        # `next_node` never ends a run before its first execute, so the state exists here.
+        assert state_ref is not None
+        finished = await self._finish(
+            FinishInput(
+                research=request.research, state_ref=state_ref, end_reason=end_reason(digest)
+            ),
+            config,
+        )
         self._progress.status = "done"
-        self._progress.end_reason = final_state.get("end_reason")
+        self._progress.end_reason = finished.report.end_reason
         workflow.upsert_memo({"status": "done", "end_reason": self._progress.end_reason})
+        publish(
+            self._stream,
+            "research.finished",
+            research=request.research,
+            end_reason=self._progress.end_reason,
+            grounding_score=finished.report.grounding_score,
+        )
         info = workflow.info()
         return ResearchOutcome(
-            final_state=final_state,
-            state_ref=state_ref,
+            final_state=finished.report,
+            state_ref=finished.state_ref,
             research=request.research,
             workflow_id=info.workflow_id,
             run_id=info.run_id,
         )
 
     async def _run_node(
-        self, node: str, node_input: NodeInput, config: ResearchNodeConfig, digest: ResearchDigest
+        self, node: Node, node_input: NodeInput, config: ResearchNodeConfig, digest: ResearchDigest
     ) -> NodeOutput:
         try:
             return await workflow.execute_activity_method(
                 _ACTIVITIES[node],
                 node_input,
-                summary=_summary(node, node_input.research, digest),
+                summary=self._summary(node, node_input.research, digest),
                 **config.for_node(node).activity_options(),
             )
         except ActivityError as exc:
-            self._progress.status = "failed"
-            cause = exc.cause
-            if isinstance(cause, ApplicationError) and cause.non_retryable:
-                # Surface the cause itself (e.g. "unknown research config 'x'; registered: …").
-                raise ApplicationError(
-                    f"{node} failed: {cause.message}", type=cause.type, non_retryable=True
-                ) from exc
+            self._fail(node.value, exc)
             raise
 
-    def _record(self, node: str, digest: ResearchDigest) -> None:
+    async def _finish(self, finish_input: FinishInput, config: ResearchNodeConfig) -> FinishOutput:
+        try:
+            return await workflow.execute_activity_method(
+                ResearchActivities.finish,
+                finish_input,
+                summary=f"{finish_input.research}: report ({finish_input.end_reason})",
+                **config.finish.activity_options(),
+            )
+        except ActivityError as exc:
+            self._fail("finish", exc)
+            raise
+
+    def _fail(self, step: str, exc: ActivityError) -> None:
+        """Mark the run failed; a non-retryable cause surfaces itself as the run's failure
+        (e.g. "unknown research config 'x'; registered: …"), anything else is re-raised as is."""
+        self._progress.status = "failed"
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.non_retryable:
+            raise ApplicationError(
+                f"{step} failed: {cause.message}", type=cause.type, non_retryable=True
+            ) from exc
+
+    def _history_budget_spent(self, request: ResearchRequest) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= request.history_event_budget
+        )
+
+    def _record(self, node: Node, digest: ResearchDigest) -> None:
         progress = self._progress
         progress.nodes_run.append(node)
         progress.replan_count = digest.replan_count
         progress.regeneration_count = digest.regeneration_count
         progress.grounding_score = digest.grounding_score
-        progress.score_history = list(digest.score_history)
+        if node == Node.GROUNDING_EVAL and digest.grounding_score is not None:
+            progress.score_history.append(digest.grounding_score)
         progress.evidence_count = digest.evidence_count
         progress.total_tokens = digest.total_tokens
         workflow.upsert_memo(
             {
                 "research": progress.research,
-                "node": node,
+                "node": node.value,
                 "replan_count": digest.replan_count,
                 "regeneration_count": digest.regeneration_count,
                 "grounding_score": digest.grounding_score,
@@ -131,25 +194,24 @@ class ResearchWorkflow:
             }
         )
 
-
-def _summary(node: str, research: str, digest: ResearchDigest) -> str:
-    """The line the Web UI shows for each activity call."""
-    if node == "execute":
-        if digest.replan_count:
-            return f"{research}: execute (research again after replan {digest.replan_count})"
-        return f"{research}: execute (agent tool loop gathers evidence)"
-    if node == "causal_inference":
-        return f"{research}: causal inference over {digest.evidence_count} evidence items"
-    if node == "summarize":
-        return f"{research}: summarize {digest.evidence_count} evidence items"
-    if node == "grounding_eval":
-        return f"{research}: grounding eval #{len(digest.score_history) + 1}"
-    if node == "regenerate":
-        return (
-            f"{research}: regenerate {digest.regeneration_count + 1}/{digest.max_regenerations} "
-            f"(score {digest.grounding_score or 0:.0%} < {digest.grounding_threshold:.0%})"
-        )
-    return (
-        f"{research}: replan {digest.replan_count + 1}/{digest.max_replans} "
-        f"(score {digest.grounding_score or 0:.0%} < {digest.grounding_threshold:.0%})"
-    )
+    def _summary(self, node: Node, research: str, digest: ResearchDigest) -> str:
+        """The line the Web UI shows for each activity call."""
+        score = f"score {digest.grounding_score or 0:.0%} < {digest.grounding_threshold:.0%}"
+        match node:
+            case Node.EXECUTE if digest.replan_count:
+                return f"{research}: execute (research again after replan {digest.replan_count})"
+            case Node.EXECUTE:
+                return f"{research}: execute (agent tool loop gathers evidence)"
+            case Node.CAUSAL_INFERENCE:
+                return f"{research}: causal inference over {digest.evidence_count} evidence items"
+            case Node.SUMMARIZE:
+                return f"{research}: summarize {digest.evidence_count} evidence items"
+            case Node.GROUNDING_EVAL:
+                evaluation = len(self._progress.score_history) + 1
+                return f"{research}: grounding eval #{evaluation}"
+            case Node.REGENERATE:
+                done = digest.regeneration_count
+                return f"{research}: regenerate {done + 1}/{digest.max_regenerations} ({score})"
+            case _:
+                done = digest.replan_count
+                return f"{research}: replan {done + 1}/{digest.max_replans} ({score})"

@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import unwrap_cause
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ScanOutcome,
         ScanProgress,
         ScanRequest,
+        check_scan_id,
     )
     from sleuth.knowledge import ItemRef
 
@@ -66,6 +67,15 @@ class KnowledgeScanWorkflow:
         else:
             self._carry = ScanCarry(scan_id=request.scan_id or workflow.info().workflow_id)
         carry = self._carry
+        try:
+            check_scan_id(carry.scan_id)
+        except ValueError as exc:
+            # The default scan id is the workflow id, which the input model cannot check.
+            raise ApplicationError(
+                f"scan id {carry.scan_id[:80]!r} refused: {exc}; set `scan_id` in the input",
+                type="ConfigError",
+                non_retryable=True,
+            ) from None
         settings = request.settings
         self._publish_memo()
         item_semaphore = asyncio.Semaphore(request.concurrency)
@@ -114,12 +124,14 @@ class KnowledgeScanWorkflow:
             ListPageInput(
                 provider=request.provider,
                 research=request.research,
+                agent=request.agent,
                 scan_id=carry.scan_id,
                 sink=request.sink,
                 cursor=carry.cursor,
                 page_size=request.page_size,
             ),
             start_to_close_timeout=timedelta(seconds=settings.list_timeout_seconds),
+            heartbeat_timeout=timedelta(seconds=settings.list_heartbeat_seconds),
             retry_policy=RetryPolicy(maximum_attempts=settings.list_max_attempts),
             summary=f"list {request.provider} items after {carry.cursor or 'the start'}",
         )
@@ -143,6 +155,7 @@ class KnowledgeScanWorkflow:
                 ResearchItemInput(
                     provider=request.provider,
                     research=request.research,
+                    agent=request.agent,
                     scan_id=carry.scan_id,
                     sink=request.sink,
                     item=item,
@@ -153,7 +166,7 @@ class KnowledgeScanWorkflow:
                     initial_interval=timedelta(seconds=settings.item_initial_retry_seconds),
                     maximum_attempts=settings.item_max_attempts,
                 ),
-                summary=f"research {item.display} ({request.research})",
+                summary=f"research {item.display} ({request.runner})",
             )
             carry.rows_written += 1
         except ActivityError as failure:
@@ -164,6 +177,7 @@ class KnowledgeScanWorkflow:
                     scan_id=carry.scan_id, sink=request.sink, item=item, error=error
                 ),
                 start_to_close_timeout=timedelta(seconds=settings.record_timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=settings.record_heartbeat_seconds),
                 summary=f"record failure of {item.display}",
             )
             carry.failed_count += 1

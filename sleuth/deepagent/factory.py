@@ -14,6 +14,8 @@ from sleuth.deepagent.memory import load_memory
 from sleuth.deepagent.subagents import SubAgentDef, SubagentTool
 from sleuth.deepagent.summarize import SummarizingManager
 from sleuth.deepagent.todos import TodoState, todo_tools
+from sleuth.errors import InvalidSettingError, UnsupportedArgumentError
+from sleuth.limits import UsageLimits
 from sleuth.models import resolve
 from sleuth.models.base import Model
 from sleuth.rag.tools import wire_datastores
@@ -52,6 +54,41 @@ def exit_condition(
     return condition
 
 
+def _grounding_settings(
+    grounding: bool | GroundingSettings,
+    judge_model: Model | str | None,
+    grounding_threshold: float | None,
+) -> GroundingSettings | None:
+    """The agent's grounding, refusing keywords that a settings object or `False` would ignore."""
+    given = [
+        name
+        for name, value in (
+            ("judge_model", judge_model),
+            ("grounding_threshold", grounding_threshold),
+        )
+        if value is not None
+    ]
+    if isinstance(grounding, GroundingSettings):
+        if given:
+            raise InvalidSettingError(
+                f"create_deepagent() got grounding=GroundingSettings(...) and {', '.join(given)}=; "
+                "set the judge and threshold in one place: GroundingSettings(judge=..., "
+                "threshold=...), or grounding=True with the keywords"
+            )
+        return grounding
+    if not grounding:
+        if given:
+            raise InvalidSettingError(
+                f"create_deepagent() got grounding=False and {', '.join(given)}=, which only "
+                "grounding uses; drop them, or turn grounding on"
+            )
+        return None
+    return GroundingSettings(
+        judge=judge_model,
+        threshold=0.65 if grounding_threshold is None else grounding_threshold,
+    )
+
+
 def create_deepagent(
     model: Model | str | None = None,
     tools: Sequence[Tool | Callable[..., Any]] = (),
@@ -63,9 +100,10 @@ def create_deepagent(
     max_iterations: int = 20,
     total_token_budget: int | None = None,
     max_output_tokens: int | None = None,
+    limits: UsageLimits | None = None,
     reflexion: bool = True,
     grounding: bool | GroundingSettings = True,
-    grounding_threshold: float = 0.65,
+    grounding_threshold: float | None = None,
     judge_model: Model | str | None = None,
     enable_filesystem: bool = False,
     backend: Backend | None = None,
@@ -83,18 +121,23 @@ def create_deepagent(
     """A plain `sleuth.Agent` configured for deep research.
 
     The run ends when `submit_tool` succeeded with confidence ≥ `min_confidence`, when
-    `total_token_budget` (if set) is spent, or after `max_iterations` model turns. Layers are
+    `total_token_budget` (if set) is spent, or after `max_iterations` model turns. `limits` (a
+    `UsageLimits`) is checked before each model request and tool call. Layers are
     opt-in: `enable_filesystem` (or `backend=`), `enable_todos` (or `todo_state=`), `subagents`,
     `memory_files`, `summarize_after_messages`, `datastores`. Their state (files of a
     `StateBackend`, todos) is part of every checkpoint.
+
+    Grounding is set either by `grounding=GroundingSettings(...)` or by `grounding=True` with
+    `judge_model=` and `grounding_threshold=` (default 0.65), never both: a settings object
+    together with either keyword, or either keyword with `grounding=False`, is an error.
     """
     if "max_tokens" in unexpected:
-        raise TypeError(
+        raise UnsupportedArgumentError(
             "create_deepagent() does not take max_tokens: use max_output_tokens= to cap each "
             "model completion, or total_token_budget= to end the run after that many tokens"
         )
     if unexpected:
-        raise TypeError(
+        raise UnsupportedArgumentError(
             f"create_deepagent() got unexpected keyword argument(s): {', '.join(sorted(unexpected))}"
         )
     resolved_model = resolve(model)
@@ -119,13 +162,7 @@ def create_deepagent(
     memory = load_memory(memory_files or [])
     prompt = "\n\n".join(part for part in (memory, routing, system_prompt, *guides) if part.strip())
 
-    settings: GroundingSettings | None
-    if isinstance(grounding, GroundingSettings):
-        settings = grounding
-    elif grounding:
-        settings = GroundingSettings(judge=judge_model, threshold=grounding_threshold)
-    else:
-        settings = None
+    settings = _grounding_settings(grounding, judge_model, grounding_threshold)
 
     context_manager = (
         SummarizingManager(
@@ -145,6 +182,7 @@ def create_deepagent(
         termination=exit_condition(submit_tool, min_confidence, total_token_budget),
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
+        limits=limits,
         submit_tool=submit_tool,
         reflexion=reflexion,
         grounding=settings,

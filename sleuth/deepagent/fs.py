@@ -2,25 +2,56 @@
 
 `StateBackend` keeps files in memory for one run (they travel in the loop checkpoint, so a durable
 run keeps them across a worker restart). `FilesystemBackend(root=...)` keeps them on disk and never
-touches anything outside `root`: `..`, absolute paths and symlinks leading out are refused.
+touches anything outside `root`: `..`, absolute paths and symlinks are refused, without a race.
+
+The tools take their arguments from a model, so none of them can be made to run for long or return
+without bound: files are capped at `MAX_FILE_BYTES`, reads at `MAX_READ_CHARS`, listings at
+`MAX_LISTED`, grep at `MAX_GREP_MATCHES` lines of `MAX_GREP_LINE_CHARS`, and grep uses RE2.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fnmatch
 import os
 import re
+import stat
+import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
+import re2
+
+from sleuth.errors import SleuthError
 from sleuth.events import emit
 from sleuth.tools import Tool
 
 MAX_GREP_MATCHES = 100
+MAX_FILE_BYTES = 1_000_000
+"""Largest file the tools write or read (1 MB): a workspace holds notes, not data sets."""
+MAX_READ_CHARS = 100_000
+"""Most characters one `read_file` call returns; read further with `offset`."""
+MAX_GREP_LINE_CHARS = 400
+"""A grep match shows at most this much of its line."""
+MAX_LISTED = 1000
+"""Most paths one `ls` or `glob` call returns (a last entry says how many more there are)."""
+GREP_MEMORY_BYTES = 8 << 20
+"""Memory RE2 may use for one compiled pattern (bigger patterns are refused)."""
 
 
-class SandboxError(PermissionError):
+class SandboxError(SleuthError, PermissionError):
     """A path that would leave the workspace, or is not a valid workspace path."""
+
+
+class FileTooLargeError(SleuthError, ValueError):
+    """A file over `MAX_FILE_BYTES`."""
+
+    def __init__(self, path: str, size: int):
+        super().__init__(
+            f"{path!r} is {size:,} bytes; workspace files are limited to {MAX_FILE_BYTES:,} "
+            "bytes: split it into smaller files"
+        )
 
 
 @runtime_checkable
@@ -81,7 +112,11 @@ class StateBackend:
         return self.files[key]
 
     def write(self, path: str, content: str) -> None:
-        self.files[self._path(path)] = content
+        key = self._path(path)
+        size = len(content.encode("utf-8"))
+        if size > MAX_FILE_BYTES:
+            raise FileTooLargeError(path, size)
+        self.files[key] = content
 
     def paths(self) -> list[str]:
         return sorted(self.files)
@@ -93,51 +128,133 @@ class StateBackend:
         self.files = dict(data.get("files", {}))
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
 class FilesystemBackend:
-    """Files under `root` on disk. Nothing outside `root` is ever read or written."""
+    """Files under `root` on disk. Nothing outside `root` is ever read or written.
+
+    Every access walks down from `root` one component at a time with directory file descriptors
+    opened `O_NOFOLLOW`, and opens the file itself `O_NOFOLLOW` relative to its directory: no
+    symlink is followed at any point of the path, so a link swapped in between a check and a use
+    cannot lead out. Writes go to a temporary file renamed over the name (a rename replaces a
+    link, it never writes through one). Symlinks inside the workspace are refused, not followed.
+    """
 
     def __init__(self, root: str | Path):
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def resolve(self, path: str) -> Path:
-        """The real location of workspace `path`, after checking it stays inside `root`."""
+    def _relative(self, path: str) -> list[str]:
         relative = workspace_path(path, allow_leading_slash=False)
         if not relative:
             raise SandboxError("a file path is required, not the workspace root")
-        candidate = self.root / relative
-        # resolve() follows every symlink on the way, so a link pointing out of the root is caught.
-        real = candidate.resolve()
-        if not real.is_relative_to(self.root):
-            raise SandboxError(
-                f"path {path!r} refused: it leads through a symlink to {real}, outside the "
-                f"workspace {self.root}"
+        return relative.split("/")
+
+    def _open_directory(self, path: str, parts: list[str], *, create: bool) -> int:
+        """A descriptor of the directory holding `parts[-1]`, reached without following links."""
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for index, part in enumerate(parts[:-1]):
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o700, dir_fd=fd)
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    raise FileNotFoundError(
+                        f"no file {path!r} in the workspace; `ls` or `glob` lists files"
+                    ) from None
+                except OSError as exc:
+                    raise self._refusal(path, parts[: index + 1], fd, part, exc) from None
+                os.close(fd)
+                fd = child
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _refusal(self, path: str, shown: list[str], fd: int, name: str, exc: OSError) -> Exception:
+        try:
+            is_link = stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+        except OSError:
+            is_link = False
+        if is_link or exc.errno == errno.ELOOP:
+            return SandboxError(
+                f"path {path!r} refused: {'/'.join(shown)!r} is a symlink, and the workspace "
+                "follows no symlinks; use a path to a real file or folder inside it"
             )
-        return real
+        return SandboxError(f"path {path!r} refused: {'/'.join(shown)!r} is not a folder")
 
     def read(self, path: str) -> str:
-        real = self.resolve(path)
-        if not real.is_file():
-            raise FileNotFoundError(
-                f"no file {path!r} in the workspace; `ls` or `glob` lists files"
-            )
-        return real.read_text(encoding="utf-8")
+        parts = self._relative(path)
+        directory = self._open_directory(path, parts, create=False)
+        try:
+            try:
+                fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=directory)
+            except FileNotFoundError:
+                raise FileNotFoundError(
+                    f"no file {path!r} in the workspace; `ls` or `glob` lists files"
+                ) from None
+            except OSError as exc:
+                raise self._refusal(path, parts, directory, parts[-1], exc) from None
+        finally:
+            os.close(directory)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise FileNotFoundError(f"{path!r} is not a file; `ls` or `glob` lists files")
+            if info.st_size > MAX_FILE_BYTES:
+                raise FileTooLargeError(path, info.st_size)
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise FileTooLargeError(path, len(data))
+        return data.decode("utf-8", errors="replace")
 
     def write(self, path: str, content: str) -> None:
-        real = self.resolve(path)
-        real.parent.mkdir(parents=True, exist_ok=True)
-        real.write_text(content, encoding="utf-8")
+        data = content.encode("utf-8")
+        if len(data) > MAX_FILE_BYTES:
+            raise FileTooLargeError(path, len(data))
+        parts = self._relative(path)
+        directory = self._open_directory(path, parts, create=True)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                existing = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False)
+                if stat.S_ISLNK(existing.st_mode):
+                    raise self._refusal(
+                        path, parts, directory, parts[-1], OSError(errno.ELOOP, "symlink")
+                    )
+                if stat.S_ISDIR(existing.st_mode):
+                    raise IsADirectoryError(f"{path!r} is a folder; write to a file inside it")
+            temporary = f".{parts[-1]}.{uuid.uuid4().hex}.tmp"
+            fd = os.open(
+                temporary,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=directory,
+            )
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                os.replace(temporary, parts[-1], src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=directory)
+                raise
+        finally:
+            os.close(directory)
 
     def paths(self) -> list[str]:
         found = []
-        for directory, dirnames, filenames in os.walk(self.root):
-            base = Path(directory)
-            # Symlinked directories are not followed; symlinked files only when they stay inside.
-            dirnames[:] = [d for d in dirnames if not (base / d).is_symlink()]
+        # fwalk hands out directory descriptors and does not descend into symlinked folders.
+        for directory, _dirnames, filenames, dir_fd in os.fwalk(self.root, follow_symlinks=False):
+            base = Path(directory).relative_to(self.root)
             for filename in filenames:
-                real = (base / filename).resolve()
-                if real.is_relative_to(self.root) and real.is_file():
-                    found.append((base / filename).relative_to(self.root).as_posix())
+                with contextlib.suppress(OSError):
+                    mode = os.stat(filename, dir_fd=dir_fd, follow_symlinks=False).st_mode
+                    if stat.S_ISREG(mode):
+                        found.append((base / filename).as_posix())
         return sorted(found)
 
     def dump_state(self) -> dict[str, Any]:
@@ -160,6 +277,15 @@ def _listing(paths: list[str], directory: str) -> list[str]:
     return sorted(entries)
 
 
+def _capped(paths: list[str]) -> list[str]:
+    if len(paths) <= MAX_LISTED:
+        return paths
+    return [
+        *paths[:MAX_LISTED],
+        f"... and {len(paths) - MAX_LISTED} more: narrow the path or pattern",
+    ]
+
+
 def _glob_match(path: str, pattern: str) -> bool:
     pattern = pattern.lstrip("/")
     if fnmatch.fnmatchcase(path, pattern):
@@ -172,6 +298,22 @@ def _glob_match(path: str, pattern: str) -> bool:
     return False
 
 
+def compile_pattern(pattern: str) -> Any:
+    """`pattern` compiled by RE2, which matches in time linear in the text: a pattern from a
+    model such as `(a+)+$` cannot freeze the worker the way a backtracking engine can."""
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = GREP_MEMORY_BYTES
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ValueError(
+            f"invalid regular expression {pattern!r}: {detail} (grep uses RE2 syntax: no "
+            "backreferences or lookarounds)"
+        ) from None
+
+
 def filesystem_tools(backend: Backend) -> list[Tool]:
     """`write_file`, `read_file`, `ls`, `edit_file`, `glob`, `grep` over `backend`."""
 
@@ -182,17 +324,29 @@ def filesystem_tools(backend: Backend) -> list[Tool]:
         return f"wrote {len(content)} characters to {path}"
 
     def read_file(path: str, offset: int = 0, limit: int = 2000) -> str:
-        """Read a file from your workspace: `limit` lines starting at line `offset` (0-based)."""
+        """Read a file from your workspace: `limit` lines starting at line `offset` (0-based).
+        At most 100,000 characters come back; read on with a larger `offset`."""
         content = backend.read(path)
         emit("deepagent.fs.read", tool="read_file", path=path)
         lines = content.splitlines(keepends=True)
-        return "".join(lines[offset : offset + limit])
+        start = max(offset, 0)
+        shown: list[str] = []
+        size = 0
+        for number, line in enumerate(lines[start : start + max(limit, 0)], start=start):
+            if size + len(line) > MAX_READ_CHARS:
+                shown.append(
+                    f"\n[output cut at {MAX_READ_CHARS:,} characters: read on with offset={number}]"
+                )
+                break
+            shown.append(line)
+            size += len(line)
+        return "".join(shown)
 
     def ls(path: str = "") -> list[str]:
         """List files and folders (folders end with '/') directly under `path` ('' = workspace root)."""
         directory = workspace_path(path, allow_leading_slash=True)
         emit("deepagent.fs.read", tool="ls", path=path)
-        return _listing(backend.paths(), directory)
+        return _capped(_listing(backend.paths(), directory))
 
     def edit_file(path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
         """Replace `old_string` with `new_string` in a file. `old_string` must occur exactly once
@@ -213,15 +367,13 @@ def filesystem_tools(backend: Backend) -> list[Tool]:
     def glob(pattern: str) -> list[str]:
         """Workspace files whose path matches a glob pattern such as '**/*.md' or 'notes/*'."""
         emit("deepagent.fs.read", tool="glob", path=pattern)
-        return [p for p in backend.paths() if _glob_match(p, pattern)]
+        return _capped([p for p in backend.paths() if _glob_match(p, pattern)])
 
     def grep(pattern: str, path: str = "", glob: str | None = None) -> list[dict[str, Any]]:
-        """Lines matching the regular expression `pattern` in files under `path` (optionally only
-        files matching `glob`). Returns up to 100 matches as {path, line, text}."""
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        """Lines matching the regular expression `pattern` (RE2 syntax: no backreferences or
+        lookarounds) in files under `path` (optionally only files matching `glob`). Returns up to
+        100 matches as {path, line, text}."""
+        regex = compile_pattern(pattern)
         directory = workspace_path(path, allow_leading_slash=True)
         emit("deepagent.fs.read", tool="grep", path=path or "", pattern=pattern)
         matches: list[dict[str, Any]] = []
@@ -230,9 +382,14 @@ def filesystem_tools(backend: Backend) -> list[Tool]:
                 continue
             if glob and not _glob_match(file_path, glob):
                 continue
-            for number, line in enumerate(backend.read(file_path).splitlines(), start=1):
+            try:
+                content = backend.read(file_path)
+            except (FileTooLargeError, OSError):
+                continue
+            for number, line in enumerate(content.splitlines(), start=1):
                 if regex.search(line):
-                    matches.append({"path": file_path, "line": number, "text": line})
+                    text = line[:MAX_GREP_LINE_CHARS]
+                    matches.append({"path": file_path, "line": number, "text": text})
                     if len(matches) >= MAX_GREP_MATCHES:
                         return matches
         return matches

@@ -1,14 +1,16 @@
 """Conversation summarisation: condense older turns once a conversation grows past a threshold.
 
-Used as an `Agent(context_manager=...)`. The system prompt and the task (the first user message)
+Used as an `Agent(context_manager=...)`; the summary call's tokens are charged to the run's
+`UsageAccount`, like any other model call of the run. The system prompt and the task (the first user message)
 are always kept, the last `keep_recent` messages stay verbatim, and the boundary moves earlier
 when needed so an assistant's tool call and its results are never split.
 """
 
 from __future__ import annotations
 
-from sleuth.agent import charge_usage
+from sleuth.errors import InvalidSettingError
 from sleuth.events import emit
+from sleuth.limits import UsageAccount
 from sleuth.models.base import Message, Model
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
@@ -60,9 +62,9 @@ class SummarizingManager:
         max_output_tokens: int | None = 1024,
     ):
         if keep_recent < 0:
-            raise ValueError(f"summarize_keep_recent must be 0 or more, got {keep_recent}")
+            raise InvalidSettingError(f"summarize_keep_recent must be 0 or more, got {keep_recent}")
         if after_messages <= keep_recent:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"summarize_after_messages ({after_messages}) must be larger than "
                 f"summarize_keep_recent ({keep_recent}), or nothing would ever be condensed"
             )
@@ -71,7 +73,7 @@ class SummarizingManager:
         self.keep_recent = keep_recent
         self.max_output_tokens = max_output_tokens
 
-    async def __call__(self, messages: list[Message]) -> list[Message]:
+    async def __call__(self, messages: list[Message], account: UsageAccount) -> list[Message]:
         if len(messages) <= self.after_messages:
             return messages
         head, older, recent = split_for_summary(messages, self.keep_recent)
@@ -84,12 +86,12 @@ class SummarizingManager:
             ],
             max_output_tokens=self.max_output_tokens,
         )
-        # The summary is part of the run's cost, like any other model call.
-        charge_usage(response.usage)
+        account.charge(response.usage)
         emit(
             "deepagent.summarized",
             condensed_messages=len(older),
             kept_messages=len(recent),
             summary_preview=response.text[:200],
         )
-        return [*head, Message(role="user", content=SUMMARY_PREFIX + response.text), *recent]
+        summary = Message(role="user", content=SUMMARY_PREFIX + response.text, kind="summary")
+        return [*head, summary, *recent]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from sleuth.models.base import (
@@ -18,14 +17,14 @@ from sleuth.models.base import (
     Usage,
 )
 from sleuth.models.scripted import ModelCall, ScriptedModel, UnscriptedCallError
+from sleuth.settings import DEFAULT_MODEL, load_settings
 
-DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
 PROVIDERS = ("openai", "anthropic", "local")
 
 
 def default_model_name() -> str:
     """The model used when none is named: `$SLEUTH_MODEL`, else the embedded local model."""
-    return os.environ.get("SLEUTH_MODEL") or DEFAULT_MODEL
+    return load_settings().model
 
 
 def resolve(model: str | Model | None = None, **settings: Any) -> Model:

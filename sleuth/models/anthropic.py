@@ -34,6 +34,7 @@ from sleuth.models.base import (
     ToolSpec,
     Usage,
 )
+from sleuth.redact import redact
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
@@ -77,6 +78,8 @@ class AnthropicModel:
         self.name = name
         base_url = base_url or os.environ.get(BASE_URL_ENV) or None
         key = api_key or os.environ.get(API_KEY_ENV)
+        # Masked in every error message whatever its shape: a gateway may echo the key.
+        self._secrets = [key] if key else []
         if not key:
             if base_url is None:
                 raise NonRetryableModelError(
@@ -111,7 +114,9 @@ class AnthropicModel:
         try:
             message = await self.client.messages.create(**params)
         except anthropic.APIError as exc:
-            raise self._map_error(exc) from exc
+            # The SDK's exception carries the raw error body: kept out of the cause chain (and so
+            # out of workflow histories), only the redacted message goes on.
+            raise self._map_error(exc) from None
         return self._response(message, output_schema, output_tool)
 
     def _params(
@@ -230,6 +235,7 @@ class AnthropicModel:
                 headers=exc.response.headers,
                 model=self.name,
                 key_env=API_KEY_ENV,
+                secrets=self._secrets,
             )
         if isinstance(exc, anthropic.APIConnectionError):
             return errors.connection_error(
@@ -237,8 +243,11 @@ class AnthropicModel:
                 timed_out=isinstance(exc, anthropic.APITimeoutError),
                 detail=str(exc.__cause__ or exc),
                 base_url=str(self.client.base_url),
+                secrets=self._secrets,
             )
-        return RetryableModelError(f"Anthropic returned an unreadable response: {exc}")
+        return RetryableModelError(
+            redact(f"Anthropic returned an unreadable response: {exc}", secrets=self._secrets)
+        )
 
 
 def _split_messages(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:

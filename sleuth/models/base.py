@@ -6,6 +6,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from sleuth.errors import SleuthError
+
 
 class ToolCall(BaseModel):
     """A tool invocation the model asked for."""
@@ -13,6 +15,25 @@ class ToolCall(BaseModel):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+MessageKind = Literal[
+    "repair",
+    "submit_nudge",
+    "grounding_feedback",
+    "reflection",
+    "loop_warning",
+    "loop_stop",
+    "limit_refusal",
+    "summary",
+    "guardrail_feedback",
+]
+"""Why the agent loop wrote a message itself: `repair` (the answer did not match the output
+schema), `submit_nudge` (the submit tool was not called), `grounding_feedback` (claims the evidence
+does not support were sent back, or a submission was rejected for them), `reflection` (a revised
+plan after a failed step), `loop_warning` / `loop_stop` (a call repeated the previous turn's),
+`limit_refusal` (a tool call the run's limits refused), `summary` (older turns condensed),
+`guardrail_feedback` (the answer broke an output guardrail and a new one is asked for)."""
 
 
 class Message(BaseModel):
@@ -23,6 +44,10 @@ class Message(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+    kind: MessageKind | None = None
+    """The control signal this message carries, set when the agent loop writes it; None for the
+    task, a model's turn and a tool's output. The loop decides by this field, never by the text.
+    Providers never see it."""
 
 
 class ToolSpec(BaseModel):
@@ -87,7 +112,7 @@ class ModelResponse(BaseModel):
     them; None when it did not (a provider without token probabilities, or a server refusing them)."""
 
 
-class ModelError(Exception):
+class ModelError(SleuthError):
     """Base class of errors raised by model adapters."""
 
 

@@ -4,16 +4,21 @@ Shared by the OpenAI and Anthropic adapters (both SDKs expose the status code, t
 headers and the decoded error body). Temporal owns retries, so the decision made here is final:
 408/409/429/5xx, timeouts and connection failures are worth retrying (after `Retry-After` when the
 provider sends one); any other 4xx means the request itself is wrong.
+
+Every message built here is redacted (`sleuth.redact`, plus the adapter's own key): providers and
+gateways echo keys and tokens in error bodies, and these messages end up in workflow histories,
+failure rows and terminal output.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 from sleuth.models.base import ModelError, NonRetryableModelError, RetryableModelError
+from sleuth.redact import redact
 
 RETRYABLE_STATUS_CODES = frozenset({408, 409, 429})
 
@@ -81,8 +86,11 @@ def status_error(
     headers: Mapping[str, str] | None = None,
     model: str = "",
     key_env: str = "",
+    secrets: Sequence[str] = (),
 ) -> ModelError:
-    """The error for an HTTP error response from `provider` (e.g. "OpenAI")."""
+    """The error for an HTTP error response from `provider` (e.g. "OpenAI"); `secrets` are
+    masked wherever they appear, besides what `redact` finds on its own."""
+    message = redact(message, secrets=secrets)
     if is_retryable_status(status_code):
         retry_after = parse_retry_after(headers)
         wait = f"; retry after {retry_after:g}s" if retry_after is not None else ""
@@ -98,7 +106,11 @@ def status_error(
     )
 
 
-def connection_error(provider: str, *, timed_out: bool, detail: str, base_url: str) -> ModelError:
+def connection_error(
+    provider: str, *, timed_out: bool, detail: str, base_url: str, secrets: Sequence[str] = ()
+) -> ModelError:
     """The error for a request that never got an HTTP answer (always retryable)."""
     what = "timed out" if timed_out else "could not connect"
-    return RetryableModelError(f"{provider} request {what} ({base_url}): {detail}")
+    return RetryableModelError(
+        redact(f"{provider} request {what} ({base_url}): {detail}", secrets=secrets)
+    )

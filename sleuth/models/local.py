@@ -34,10 +34,8 @@ import atexit
 import copy
 import json
 import os
-import re
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +45,7 @@ from typing import Any, assert_never
 
 import numpy as np
 
+from sleuth.errors import SleuthError
 from sleuth.log import get_logger
 from sleuth.models import weights
 from sleuth.models.base import (
@@ -55,11 +54,12 @@ from sleuth.models.base import (
     NonRetryableModelError,
     OutputSchema,
     TokenLogprob,
-    ToolCall,
     ToolSpec,
     TopLogprob,
     Usage,
 )
+from sleuth.models.toolcalls import parse_tool_calls
+from sleuth.settings import SettingsError, load_settings
 
 log = get_logger(__name__)
 
@@ -71,7 +71,6 @@ INSTALL_HINT = (
 SWITCH_TOKENS = 128
 """Save or restore a KV cache only when that spares evaluating at least this many tokens (a
 save or restore costs about what evaluating ~100 tokens does)."""
-_TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 # ChatML with the Hermes-style tool protocol, for GGUF files that carry no chat template.
 _FALLBACK_TEMPLATE = """\
@@ -130,7 +129,7 @@ class LocalRequestStats:
     total_seconds: float = 0.0
 
 
-class _Cancelled(Exception):
+class _Cancelled(SleuthError):
     """The awaiting coroutine was cancelled; decoding stopped early."""
 
 
@@ -419,7 +418,7 @@ class LocalModel:
                 stop_at_call=choice == "none",
                 top_logprobs=top_logprobs,
             )
-            content, tool_calls, malformed = _parse_tool_calls(text, offered)
+            content, tool_calls, malformed = parse_tool_calls(text, offered)
             if malformed and grammar is None:
                 # The model meant to call a tool but the call does not parse or fit the tool's
                 # parameters: decode the call again under the tool grammar (the prompt is cached,
@@ -432,7 +431,7 @@ class LocalModel:
                     top_logprobs=top_logprobs,
                 )
                 usage = usage + retry_usage
-                content, tool_calls, malformed = _parse_tool_calls(text, offered)
+                content, tool_calls, malformed = parse_tool_calls(text, offered)
         structured = None
         if output_schema is not None and not tool_calls:
             try:
@@ -643,18 +642,11 @@ def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:
 
 
 def _default_threads() -> int:
-    configured = os.environ.get("SLEUTH_LOCAL_THREADS", "").strip()
-    if configured:
-        try:
-            threads = int(configured)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise NonRetryableModelError(
-                f"SLEUTH_LOCAL_THREADS={configured!r} is not a positive number of threads"
-            )
-        return threads
-    return os.cpu_count() or 1
+    try:
+        configured = load_settings().local_threads
+    except SettingsError as exc:
+        raise NonRetryableModelError(str(exc)) from None
+    return configured or os.cpu_count() or 1
 
 
 def _require_llama_cpp() -> None:
@@ -728,89 +720,6 @@ def _awaiting_first_action(messages: list[Message]) -> bool:
         if message.role == "user":
             return True
     return True
-
-
-_BARE_CALL_RE = re.compile(r'\{\s*"name"\s*:')
-
-
-def _parse_tool_calls(text: str, offered: list[ToolSpec]) -> tuple[str, list[ToolCall], bool]:
-    """Split decoded text into (content before the calls, the calls, whether a call the model
-    meant to make did not parse or does not fit its tool's parameters).
-
-    Calls come as `<tool_call>` blocks, or (small models do this) as the bare `{"name": ...,
-    "arguments": ...}` object after some prose or inside a code fence.
-    """
-    if not offered:
-        return text.strip(), [], False
-    specs = {spec.name: spec for spec in offered}
-    start = text.find("<tool_call>")
-    if start >= 0:
-        blocks = _TOOL_CALL_RE.findall(text[start:])
-    else:
-        blocks, start = _bare_calls(text, specs)
-        if not blocks:
-            return text.strip(), [], False
-    calls: list[ToolCall] = []
-    malformed = False
-    for block in blocks:
-        call = _to_call(block, specs)
-        if call is None:
-            malformed = True
-        else:
-            calls.append(call)
-    content = text[:start].strip().removesuffix("```json").removesuffix("```").strip()
-    return content, calls, malformed or not calls
-
-
-def _bare_calls(text: str, specs: dict[str, ToolSpec]) -> tuple[list[str], int]:
-    """JSON objects in `text` naming an offered tool, and where the first one starts."""
-    decoder = json.JSONDecoder()
-    blocks: list[str] = []
-    first = last_end = -1
-    for match in _BARE_CALL_RE.finditer(text):
-        if match.start() < last_end:
-            continue  # inside the previous call's arguments
-        try:
-            payload, end = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            payload, end = None, len(text)
-        named = payload.get("name") if isinstance(payload, dict) else _quoted_name(text, match)
-        if named in specs:
-            blocks.append(text[match.start() : end])
-            first = match.start() if first < 0 else first
-            last_end = end
-    return blocks, first
-
-
-def _quoted_name(text: str, match: re.Match[str]) -> str | None:
-    name = re.match(r'\s*"([^"]+)"', text[match.end() :])
-    return name.group(1) if name else None
-
-
-def _to_call(block: str, specs: dict[str, ToolSpec]) -> ToolCall | None:
-    """The call in one block, or None when it does not parse or fit its tool's parameters."""
-    try:
-        payload = json.loads(block)
-        name = payload["name"]
-        arguments = payload.get("arguments", {})
-        if isinstance(arguments, str):
-            arguments = json.loads(arguments)
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return None
-    spec = specs.get(name) if isinstance(name, str) else None
-    if spec is None or not isinstance(arguments, dict) or not _fits(arguments, spec.parameters):
-        return None
-    return ToolCall(id=f"call_{uuid.uuid4().hex[:16]}", name=name, arguments=arguments)
-
-
-def _fits(arguments: dict[str, Any], parameters: dict[str, Any]) -> bool:
-    """Required arguments present, and no unknown ones when the schema forbids extras."""
-    properties = parameters.get("properties", {})
-    if not set(parameters.get("required", [])) <= set(arguments):
-        return False
-    return parameters.get("additionalProperties", True) is not False or set(arguments) <= set(
-        properties
-    )
 
 
 def _grammar(*, calls: list[ToolSpec], answer: OutputSchema | None) -> Any:

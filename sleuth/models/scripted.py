@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sleuth.errors import SleuthError
 from sleuth.models.base import (
     Message,
     ModelResponse,
@@ -120,7 +121,7 @@ def structured(
     )
 
 
-class UnscriptedCallError(AssertionError):
+class UnscriptedCallError(SleuthError, AssertionError):
     """The model was called more often than its script allows."""
 
 

@@ -24,6 +24,7 @@ from typing import Literal
 
 from sleuth.config import sleuth_home
 from sleuth.models.base import NonRetryableModelError
+from sleuth.settings import load_settings
 
 GGUF_MAGIC = b"GGUF"
 _CHUNK = 4 * 1024 * 1024
@@ -92,8 +93,8 @@ CATALOGUE: dict[str, KnownModel] = {
 
 def models_dir() -> Path:
     """Where assembled weights live: `$SLEUTH_MODEL_DIR`, else `$SLEUTH_HOME/models`."""
-    override = os.environ.get("SLEUTH_MODEL_DIR")
-    directory = Path(override).expanduser() if override else sleuth_home() / "models"
+    override = load_settings().model_dir
+    directory = override.expanduser() if override else sleuth_home() / "models"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
 

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from sleuth.knowledge import ItemRef, KnowledgeProvider, KnowledgeRow, jsonable
 from sleuth.tools import Tool, tool
+
+if TYPE_CHECKING:
+    from sleuth.app import App
+    from sleuth.models.base import Model
+    from sleuth.research import ResearchResult, ResearchSpec
 
 PROVIDER_NAME = "python-packages"
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -177,8 +182,8 @@ class PythonPackagesProvider(KnowledgeProvider):
         version = ref.metadata.get("version", "as installed")
         return RISK_QUESTION.format(name=ref.id, version=version)
 
-    def to_row(self, ref: ItemRef, result: Any) -> KnowledgeRow:
-        final_state: dict[str, Any] = getattr(result, "final_state", None) or {}
+    def to_row(self, ref: ItemRef, result: ResearchResult) -> KnowledgeRow:
+        report = result.final_state
         info = read_package(ref.id)
         return KnowledgeRow(
             id=ref.id,
@@ -187,9 +192,9 @@ class PythonPackagesProvider(KnowledgeProvider):
                 "version": info.version,
                 "license": info.license,
                 "dependency_count": len(info.dependencies),
-                "assessment": jsonable(final_state.get("structured_output")),
-                "summary": final_state.get("summary", ""),
-                "grounding_score": final_state.get("grounding_score"),
+                "assessment": jsonable(report.structured_output),
+                "summary": report.summary,
+                "grounding_score": report.grounding_score,
             },
         )
 
@@ -205,7 +210,7 @@ def _requirement_name(requirement: str) -> str:
     return match.group(1) if match else requirement
 
 
-def package_risk_research(model: Any = None, **options: Any) -> Any:
+def package_risk_research(model: Model | str | None = None, **options: Any) -> ResearchSpec:
     """The demo's research config for `PythonPackagesProvider` items (a `ResearchSpec`).
 
     `options` go to `create_research_workflow` (e.g. `grounding_threshold`, `max_replans`).
@@ -224,7 +229,7 @@ def package_risk_research(model: Any = None, **options: Any) -> Any:
 RESEARCH_NAME = "package-risk"
 
 
-def register_package_scan(app: Any, model: Any = None, **options: Any) -> None:
+def register_package_scan(app: App, model: Model | str | None = None, **options: Any) -> None:
     """Register the provider as "python-packages" and its research config as "package-risk"."""
     app.provider(PROVIDER_NAME, PythonPackagesProvider())
     app.research(RESEARCH_NAME, package_risk_research(model, **options))

@@ -6,10 +6,14 @@ from sleuth.rag.ingest import IngestReport, ingest_paths
 from sleuth.rag.retriever import RAGRetriever
 from sleuth.rag.stores import (
     BaseVectorStore,
+    ChromaVectorStore,
     Document,
     InMemoryVectorStore,
     OpenSearchVectorStore,
+    PgVectorStore,
+    QdrantVectorStore,
     SQLiteStore,
+    StoreError,
 )
 from sleuth.rag.tools import create_rag_tool, routing_block, wire_datastores
 from sleuth.rag.types import RetrievedChunk, Retriever
@@ -17,6 +21,7 @@ from sleuth.rag.types import RetrievedChunk, Retriever
 __all__ = [
     "DEMO_QUESTION",
     "BaseVectorStore",
+    "ChromaVectorStore",
     "Document",
     "Embedder",
     "InMemoryVectorStore",
@@ -24,10 +29,13 @@ __all__ = [
     "LocalEmbeddings",
     "OpenAIEmbeddings",
     "OpenSearchVectorStore",
+    "PgVectorStore",
+    "QdrantVectorStore",
     "RAGRetriever",
     "RetrievedChunk",
     "Retriever",
     "SQLiteStore",
+    "StoreError",
     "create_rag_tool",
     "ensure_demo_store",
     "ingest_paths",

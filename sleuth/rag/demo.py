@@ -15,6 +15,7 @@ from pathlib import Path
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.ingest import IngestReport, Section, ingest_sections
 from sleuth.rag.retriever import RAGRetriever
+from sleuth.rag.stores.base import BaseVectorStore
 from sleuth.rag.stores.sqlite import SQLiteStore
 
 DEMO_STORE = "python-docs"
@@ -42,7 +43,7 @@ def demo_topics() -> dict[str, str]:
     return dict(topics)
 
 
-def ingest_demo(store: SQLiteStore, *, embedder: Embedder | None = None) -> IngestReport:
+def ingest_demo(store: BaseVectorStore, *, embedder: Embedder | None = None) -> IngestReport:
     """Ingest every topic (source `python-docs/<topic>`); unchanged topics are skipped."""
     from sleuth.rag.ingest import FileResult
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
+from sleuth.redact import redact
 
 _RETRYABLE_STATUS = {408, 409, 429}
 
@@ -94,7 +95,8 @@ class OpenAIEmbeddings:
         try:
             response = self._client.embeddings.create(model=self.model, input=texts, **extra)
         except openai.APIStatusError as exc:
-            raise _map_status_error(exc) from exc
+            # The SDK's error carries the raw body: only the redacted message goes on.
+            raise _map_status_error(exc, [str(getattr(self._client, "api_key", ""))]) from None
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             raise RetryableModelError(f"OpenAI embeddings request failed: {exc}") from exc
         ordered = sorted(response.data, key=lambda item: item.index)
@@ -105,9 +107,9 @@ class OpenAIEmbeddings:
         return [list(item.embedding) for item in ordered]
 
 
-def _map_status_error(exc: Any) -> Exception:
+def _map_status_error(exc: Any, secrets: Sequence[str]) -> Exception:
     status = int(exc.status_code)
-    message = f"OpenAI embeddings returned HTTP {status}: {exc.message}"
+    message = redact(f"OpenAI embeddings returned HTTP {status}: {exc.message}", secrets=secrets)
     if status in _RETRYABLE_STATUS or status >= 500:
         return RetryableModelError(
             message, status_code=status, retry_after=_retry_after(exc.response)

@@ -4,17 +4,28 @@ Each chunk records its file's SHA-256 in metadata (`content_sha256`), so re-inge
 file does nothing and a changed file replaces all of its old chunks in one step
 (`BaseVectorStore.replace_source`, one transaction on SQLite). A file that cannot be read, parsed
 or embedded is reported and skipped; the rest of the run goes on.
+
+Folders are walked without leaving them: a symbolic link that leads outside the folder, and any
+link to a folder, is reported and skipped unless `follow_links=True`; with it, links are followed
+and a link that leads back into a folder being walked (a loop) is reported and skipped. A path
+given by name is read wherever it points, and one that is itself a link loop is reported as
+failed. Only regular files are read (never a FIFO or a device), and a file over `max_file_bytes`
+fails with the limit and how to raise it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import html.parser
+import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from sleuth.errors import SleuthError
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.stores.base import BaseVectorStore, Document
 
@@ -25,8 +36,10 @@ SUPPORTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES
 
 DEFAULT_CHUNK_SIZE = 1200
 DEFAULT_OVERLAP = 200
+DEFAULT_MAX_FILE_BYTES = 50_000_000
+"""Files larger than this (50 MB) are refused unless the caller raises the limit."""
 
-Outcome = Literal["added", "replaced", "unchanged", "failed", "empty"]
+Outcome = Literal["added", "replaced", "unchanged", "failed", "empty", "skipped"]
 
 
 @dataclass
@@ -62,9 +75,17 @@ class IngestReport:
     def failed(self) -> list[FileResult]:
         return [f for f in self.files if f.outcome == "failed"]
 
+    @property
+    def skipped(self) -> list[FileResult]:
+        return [f for f in self.files if f.outcome == "skipped"]
 
-class UnreadableFileError(ValueError):
+
+class UnreadableFileError(SleuthError, ValueError):
     """A file's bytes could not be turned into text."""
+
+
+class FileTooLargeError(UnreadableFileError):
+    """A file is over the size limit of one ingest."""
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -243,22 +264,127 @@ def chunk_documents(
 # -- ingesting -------------------------------------------------------------------------------------
 
 
-def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files to ingest: named files as given, folders searched for supported file types."""
+def expand_paths(
+    paths: Iterable[str | Path], *, follow_links: bool = False
+) -> tuple[list[Path], list[FileResult]]:
+    """Files to ingest, and what was passed over: named files as given, folders walked for
+    supported file types (see the module docstring for links and loops)."""
     found: list[Path] = []
+    passed_over: list[FileResult] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            found.extend(
-                sorted(
-                    p
-                    for p in path.rglob("*")
-                    if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
+        try:
+            is_folder = stat.S_ISDIR(path.stat().st_mode)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                passed_over.append(
+                    FileResult(str(path), "failed", error=f"{path} is a symbolic link loop")
                 )
-            )
+                continue
+            is_folder = False  # reading it will say what is wrong
+        if is_folder:
+            _walk(path, path.resolve(), follow_links, found, passed_over, set())
         else:
             found.append(path)
-    return found
+    return found, passed_over
+
+
+def _walk(
+    folder: Path,
+    root: Path,
+    follow_links: bool,
+    found: list[Path],
+    passed_over: list[FileResult],
+    open_folders: set[tuple[int, int]],
+) -> None:
+    """Collect supported files under `folder`; `open_folders` are the folders being walked."""
+    try:
+        identity = os.stat(folder)
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError as exc:
+        passed_over.append(FileResult(str(folder), "failed", error=f"cannot list {folder}: {exc}"))
+        return
+    key = (identity.st_dev, identity.st_ino)
+    open_folders = open_folders | {key}
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.is_symlink():
+            _follow(path, root, follow_links, found, passed_over, open_folders)
+        elif entry.is_dir(follow_symlinks=False):
+            _walk(path, root, follow_links, found, passed_over, open_folders)
+        elif entry.is_file(follow_symlinks=False) and path.suffix.lower() in SUPPORTED_SUFFIXES:
+            found.append(path)
+
+
+def _follow(
+    link: Path,
+    root: Path,
+    follow_links: bool,
+    found: list[Path],
+    passed_over: list[FileResult],
+    open_folders: set[tuple[int, int]],
+) -> None:
+    """A symbolic link met inside a folder: follow it, or say why not."""
+    try:
+        target = link.resolve(strict=True)
+        target_stat = target.stat()
+    except (OSError, RuntimeError) as exc:
+        looping = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
+        if looping or link.suffix.lower() in SUPPORTED_SUFFIXES:
+            reason = "is a symbolic link loop" if looping else "is a broken symbolic link"
+            passed_over.append(FileResult(str(link), "skipped", error=f"{link} {reason}"))
+        return
+    is_folder = stat.S_ISDIR(target_stat.st_mode)
+    if not is_folder and link.suffix.lower() not in SUPPORTED_SUFFIXES:
+        return
+    if not follow_links:
+        if is_folder or not target.is_relative_to(root):
+            where = "to a folder" if is_folder else f"outside {root}"
+            passed_over.append(
+                FileResult(
+                    str(link),
+                    "skipped",
+                    error=f"{link} links {where} ({target}); pass --follow-links to ingest it",
+                )
+            )
+            return
+        found.append(link)
+        return
+    if not is_folder:
+        found.append(link)
+    elif (target_stat.st_dev, target_stat.st_ino) in open_folders:
+        passed_over.append(
+            FileResult(
+                str(link),
+                "skipped",
+                error=f"{link} is a symbolic link loop: it leads back to {target}",
+            )
+        )
+    else:
+        _walk(link, root, follow_links, found, passed_over, open_folders)
+
+
+def read_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
+    """A regular file's bytes, refusing anything else and anything over `max_bytes`."""
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below anyway.
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise UnreadableFileError(f"{path} is not a regular file")
+        if status.st_size > max_bytes:
+            raise FileTooLargeError(_too_large(path, status.st_size, max_bytes))
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while we read it
+        raise FileTooLargeError(_too_large(path, len(data), max_bytes))
+    return data
+
+
+def _too_large(path: Path, size: int, max_bytes: int) -> str:
+    return (
+        f"{path} is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:g} MB limit for one file; "
+        "raise it with --max-file-mb (max_file_bytes= in Python) to ingest this file"
+    )
 
 
 def ingest_sections(
@@ -302,11 +428,12 @@ def ingest_file(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     overlap: int = DEFAULT_OVERLAP,
     source: str | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> FileResult:
     """Ingest one file (its source is its absolute path); never raises for a bad file."""
     source = source or str(path.resolve())
     try:
-        data = path.read_bytes()
+        data = read_file(path, max_file_bytes)
         outcome, chunks = ingest_sections(
             source,
             read_sections(path, data),
@@ -331,13 +458,28 @@ def ingest_paths(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     overlap: int = DEFAULT_OVERLAP,
     on_file: Callable[[int, int, FileResult], None] | None = None,
+    follow_links: bool = False,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> IngestReport:
-    """Ingest files and folders into `store`; `on_file(done, total, result)` reports progress."""
-    files = expand_paths(paths)
+    """Ingest files and folders into `store`; `on_file(done, total, result)` reports progress,
+    including the paths passed over (links out of a folder, loops)."""
+    files, passed_over = expand_paths(paths, follow_links=follow_links)
+    total = len(passed_over) + len(files)
     report = IngestReport()
-    for done, path in enumerate(files, start=1):
-        result = ingest_file(path, store, embedder=embedder, chunk_size=chunk_size, overlap=overlap)
+    for result in passed_over:
         report.files.append(result)
         if on_file is not None:
-            on_file(done, len(files), result)
+            on_file(len(report.files), total, result)
+    for path in files:
+        result = ingest_file(
+            path,
+            store,
+            embedder=embedder,
+            chunk_size=chunk_size,
+            overlap=overlap,
+            max_file_bytes=max_file_bytes,
+        )
+        report.files.append(result)
+        if on_file is not None:
+            on_file(len(report.files), total, result)
     return report

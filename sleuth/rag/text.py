@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -17,17 +18,30 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
 def bm25_scores(
-    query: str, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75
+    query: str,
+    texts: Sequence[str],
+    *,
+    total: int | None = None,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
 ) -> list[float]:
-    """Okapi BM25 of `query` against each text (0.0 where no query word occurs)."""
+    """Okapi BM25 of `query` against each text (0.0 where no query word occurs).
+
+    Word rarity is counted over `texts`, out of `total` documents (default: `len(texts)`); a store
+    that passes only the texts containing a query word gives its full document count here.
+    """
     query_words = set(words(query))
     if not query_words or not texts:
         return [0.0] * len(texts)
     tokenised = [Counter(words(text)) for text in texts]
     lengths = [sum(counts.values()) for counts in tokenised]
     average_length = (sum(lengths) / len(lengths)) or 1.0
-    total = len(texts)
+    total = max(total or 0, len(texts))
     idf = {}
     for word in query_words:
         containing = sum(1 for counts in tokenised if word in counts)
@@ -71,3 +85,26 @@ def unit_rows_cosine(query: Sequence[float], unit_matrix: np.ndarray) -> np.ndar
             f"{unit_matrix.shape[1]}; embed queries with the model the store was filled with"
         )
     return unit_matrix @ (vector / (np.linalg.norm(vector) or 1.0))
+
+
+def term_id(word: str) -> int:
+    """A stable 32-bit id for a word (sparse-vector index); the same in every process."""
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
+
+
+def bm25_term_weights(
+    text: str, *, average_length: float, k1: float = BM25_K1, b: float = BM25_B
+) -> dict[int, float]:
+    """BM25's term-frequency part for each word of a document, keyed by `term_id`.
+
+    Multiplied by a word's IDF (which a store with an IDF modifier computes from its own counts)
+    this is the word's BM25 contribution, with `average_length` standing in for the corpus's.
+    """
+    counts = Counter(words(text))
+    length = sum(counts.values())
+    norm = k1 * (1 - b + b * length / (average_length or 1.0))
+    weights: dict[int, float] = {}
+    for word, frequency in counts.items():
+        key = term_id(word)
+        weights[key] = weights.get(key, 0.0) + frequency * (k1 + 1) / (frequency + norm)
+    return weights

@@ -22,7 +22,7 @@ def lookup(topic: str) -> str:
 def respond(call: ModelCall):  # type: ignore[no-untyped-def]
     """Deterministic and stateless: decisions split known tasks, leaves look their task up."""
     user = next(m.content for m in call.messages if m.role == "user")
-    if user.startswith("Decide how to handle"):
+    if call.system_text.startswith("Decide how to handle"):
         task = user.split("Task: ", 1)[1]
         subtasks = SUBTASKS.get(task, [])
         return text(json.dumps({"direct": not subtasks, "subtasks": subtasks}))

@@ -10,23 +10,36 @@ embedding) and answers `search(query, embedding=..., top_k=..., where=...)` with
   both gets 1.0.
 
 `where` filters on `source` and on metadata keys: `{"source": "a.md", "lang": ["en", "de"]}` keeps
-chunks whose source is `a.md` and whose `lang` metadata is `en` or `de`.
+chunks whose source is `a.md` and whose `lang` metadata is `en` or `de`. A number and its text
+match each other (`{"year": "2024"}` finds `year: 2024` and the other way round), as models often
+send numbers as strings; `top_k` may be a string for the same reason. Booleans match booleans only.
+
+A store that cannot do part of this raises `StoreError` saying what it cannot do, never returns a
+wrong answer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from sleuth.errors import SleuthError
+from sleuth.rag.tools import coerce_number
 from sleuth.rag.types import RetrievedChunk
 
 Where = Mapping[str, Any]
 
 RRF_K = 60
 """Reciprocal rank fusion's damping constant (the usual 60): rank r contributes 1 / (RRF_K + r)."""
+
+
+class StoreError(SleuthError, ValueError):
+    """A store cannot do what was asked (or was set up wrong); the message says what to do."""
 
 
 class Document(BaseModel):
@@ -57,7 +70,7 @@ class BaseVectorStore(ABC):
         query: str,
         *,
         embedding: Sequence[float] | None = None,
-        top_k: int = 5,
+        top_k: int | str = 5,
         where: Where | None = None,
     ) -> list[RetrievedChunk]:
         """The `top_k` best chunks for `query` (and `embedding`, when the store holds vectors)."""
@@ -80,20 +93,64 @@ class BaseVectorStore(ABC):
         """Release connections; the default holds none."""
 
 
+def as_top_k(top_k: int | str) -> int:
+    """`top_k` as an int; a number sent as a string ("5") is accepted."""
+    return int(coerce_number(top_k, "top_k", int) or 0)
+
+
 def check_where(where: Where | None) -> dict[str, list[Any]]:
-    """Normalise a filter to `{key: [accepted values]}` and reject what no store can match."""
+    """Normalise a filter to `{key: [accepted values]}` and reject what no store can match.
+
+    Each number also brings its text form and each numeric string its number (see the module
+    docstring), so every store matches them the same way.
+    """
     normalised: dict[str, list[Any]] = {}
     for key, value in (where or {}).items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"filter keys must be non-empty strings, got {key!r}")
         values = list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
+        accepted: list[Any] = []
         for item in values:
             if not isinstance(item, str | int | float | bool):
                 raise ValueError(
                     f"filter {key!r}: values must be strings, numbers or booleans, got {item!r}"
                 )
-        normalised[key] = values
+            for alternative in _number_forms(item):
+                if not any(_same(alternative, seen) for seen in accepted):
+                    accepted.append(alternative)
+        normalised[key] = accepted
     return normalised
+
+
+def _number_forms(value: str | int | float | bool) -> list[Any]:
+    """`value` and, for a number or a numeric string, its other form (2 <-> "2")."""
+    if isinstance(value, bool):
+        return [value]
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number: int | float = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                return [value]
+        return [value, number] if math.isfinite(number) else [value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [value]
+    forms: list[Any] = [value, str(value)]
+    if isinstance(value, float) and value.is_integer():
+        forms.append(str(int(value)))
+    return forms
+
+
+def _same(first: Any, second: Any) -> bool:
+    """Equal and of the same kind (string, boolean or number), so 1 and True stay apart."""
+    return _kind(first) == _kind(second) and first == second
+
+
+def _kind(value: Any) -> str:
+    return "bool" if type(value) is bool else "str" if isinstance(value, str) else "other"
 
 
 def field_value(document: Document, key: str) -> Any:
@@ -104,7 +161,39 @@ def field_value(document: Document, key: str) -> Any:
 
 
 def matches(document: Document, where: Mapping[str, list[Any]]) -> bool:
-    return all(field_value(document, key) in values for key, values in where.items())
+    return all(
+        any(_same(field_value(document, key), value) for value in values)
+        for key, values in where.items()
+    )
+
+
+def replace_without_transactions(
+    store: BaseVectorStore,
+    source: str,
+    documents: Sequence[Document],
+    old_ids: Callable[[], list[str]],
+) -> None:
+    """`replace_source` for a store without transactions: write the new chunks first, then delete
+    the old ones (`old_ids()` lists the source's ids). A write that fails is taken back (chunks it
+    overwrote are restored) and the old chunks stay, so a source is never left without chunks."""
+    new_ids = [document.id for document in documents]
+    overwritten = store.get(new_ids) if new_ids else []
+    try:
+        if documents:
+            store.add(documents)
+    except BaseException:
+        before = {document.id for document in overwritten}
+        added = [doc_id for doc_id in new_ids if doc_id not in before]
+        with contextlib.suppress(Exception):  # the original failure is the one worth reporting
+            if added:
+                store.delete(added)
+            if overwritten:
+                store.add(overwritten)
+        raise
+    keep = set(new_ids)
+    stale = [doc_id for doc_id in old_ids() if doc_id not in keep]
+    if stale:
+        store.delete(stale)
 
 
 def fuse_rankings(

@@ -14,6 +14,7 @@ from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
     Where,
+    as_top_k,
     check_where,
     fuse_rankings,
     matches,
@@ -64,9 +65,10 @@ class InMemoryVectorStore(BaseVectorStore):
         query: str,
         *,
         embedding: Sequence[float] | None = None,
-        top_k: int = 5,
+        top_k: int | str = 5,
         where: Where | None = None,
     ) -> list[RetrievedChunk]:
+        top_k = as_top_k(top_k)
         wanted = check_where(where)
         with self._lock:
             candidates = [d for d in self._documents.values() if matches(d, wanted)]

@@ -17,6 +17,7 @@ from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
     Where,
+    as_top_k,
     check_where,
     fuse_rankings,
 )
@@ -217,10 +218,11 @@ class OpenSearchVectorStore(BaseVectorStore):
         query: str,
         *,
         embedding: Sequence[float] | None = None,
-        top_k: int = 5,
+        top_k: int | str = 5,
         where: Where | None = None,
     ) -> list[RetrievedChunk]:
         self.ensure_index()
+        top_k = as_top_k(top_k)
         if top_k <= 0:
             return []
         use_vectors = embedding is not None and bool(self.dimension)

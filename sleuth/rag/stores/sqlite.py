@@ -4,7 +4,8 @@ Vectors are stored as float32 blobs and searched by brute-force cosine in numpy 
 load SQLite extensions, so there is no vector index); that stays fast to tens of thousands of
 chunks. When a store holds vectors and the query has an embedding, the BM25 and cosine rankings
 are fused (reciprocal rank fusion). Every write is one transaction, so a crash or a failed file
-never leaves half a document behind.
+never leaves half a document behind; a writer waits for another process's transaction to end
+instead of failing with "database is locked".
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,9 @@ from sleuth.config import sleuth_home
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
+    StoreError,
     Where,
+    as_top_k,
     check_where,
     fuse_rankings,
 )
@@ -53,6 +57,9 @@ END;
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+_BUSY_SECONDS = 2.0
+"""How long one attempt waits for another writer's lock before `_when_unlocked` tries again."""
+
 _CANDIDATES_PER_RANKING = 4
 """Hybrid search fuses the best `top_k * this` (at least 50) of each ranking."""
 
@@ -67,32 +74,67 @@ def store_path(name: str, home: Path | None = None) -> Path:
 
 
 class SQLiteStore(BaseVectorStore):
-    """A store in one SQLite file. `SQLiteStore.named("docs")` opens `$SLEUTH_HOME/stores/docs.sqlite`."""
+    """A store in one SQLite file. `SQLiteStore.named("docs")` opens `$SLEUTH_HOME/stores/docs.sqlite`.
 
-    def __init__(self, path: str | Path):
+    Several processes may write one file: a writer waits for another's lock (telling `on_wait`
+    once) for up to `lock_timeout` seconds, or for as long as it takes when that is None.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        lock_timeout: float | None = None,
+        on_wait: Callable[[str], None] | None = None,
+    ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock_timeout = lock_timeout
+        self.on_wait = on_wait
         # One connection shared by threads (retrievers run in worker threads), guarded by a lock;
         # transactions are explicit.
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=_BUSY_SECONDS
+        )
         self._lock = threading.RLock()
         self._generation = 0
         self._vectors: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=10000")
-            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA busy_timeout={int(_BUSY_SECONDS * 1000)}")
+            self._when_unlocked(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
+            self._when_unlocked(lambda: self._db.executescript(_SCHEMA))
 
     @classmethod
-    def named(cls, name: str, home: Path | None = None) -> SQLiteStore:
-        return cls(store_path(name, home))
+    def named(cls, name: str, home: Path | None = None, **options: Any) -> SQLiteStore:
+        return cls(store_path(name, home), **options)
+
+    def _when_unlocked(self, statement: Callable[[], object]) -> None:
+        """Run `statement`, waiting while another connection holds the write lock."""
+        waited_since: float | None = None
+        while True:
+            try:
+                statement()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                now = time.monotonic()
+                if waited_since is None:
+                    waited_since = now
+                    if self.on_wait is not None:
+                        self.on_wait(f"waiting for {self.path}: another process is writing it")
+                elif self.lock_timeout is not None and now - waited_since >= self.lock_timeout:
+                    raise StoreError(
+                        f"{self.path} stayed locked by another writer for {self.lock_timeout:g} s;"
+                        " let that process finish (or stop it) and try again"
+                    ) from exc
 
     # -- writes -----------------------------------------------------------------------------------
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._when_unlocked(lambda: self._db.execute("BEGIN IMMEDIATE"))
             try:
                 yield self._db
             except BaseException:
@@ -209,9 +251,10 @@ class SQLiteStore(BaseVectorStore):
         query: str,
         *,
         embedding: Sequence[float] | None = None,
-        top_k: int = 5,
+        top_k: int | str = 5,
         where: Where | None = None,
     ) -> list[RetrievedChunk]:
+        top_k = as_top_k(top_k)
         if top_k <= 0:
             return []
         use_vectors = embedding is not None and self.dimension is not None
@@ -327,11 +370,22 @@ def _where_sql(where: Where | None) -> tuple[str, list[Any]]:
     """A SQL condition over `chunks c` for a metadata filter, and its parameters."""
     clauses, params = ["1=1"], []
     for key, values in check_where(where).items():
-        marks = ",".join("?" * len(values))
         if key in ("source", "location"):
-            clauses.append(f"c.{key} IN ({marks})")
-        else:
-            clauses.append(f"json_extract(c.metadata, ?) IN ({marks})")
-            params.append('$."' + key.replace('"', '""') + '"')
-        params.extend(values)
+            clauses.append(f"c.{key} IN ({','.join('?' * len(values))})")
+            params.extend(values)
+            continue
+        # JSON true/false read back as 1/0: match booleans by their JSON type, so 1 and True differ.
+        path = '$."' + key.replace('"', '""') + '"'
+        alternatives = []
+        plain = [value for value in values if type(value) is not bool]
+        if plain:
+            alternatives.append(
+                f"(json_extract(c.metadata, ?) IN ({','.join('?' * len(plain))})"
+                " AND json_type(c.metadata, ?) NOT IN ('true', 'false'))"
+            )
+            params.extend([path, *plain, path])
+        for flag in sorted({value for value in values if type(value) is bool}):
+            alternatives.append("json_type(c.metadata, ?) = ?")
+            params.extend([path, "true" if flag else "false"])
+        clauses.append(f"({' OR '.join(alternatives)})")
     return " AND ".join(clauses), params

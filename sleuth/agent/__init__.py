@@ -3,37 +3,66 @@
 One loop serves both runners: `run_sync` / `arun` in-process, and the durable execute activity,
 which passes `checkpoint=` (a `LoopState` to resume) and `on_checkpoint=` (called after every
 model turn and every tool call, so a retried attempt never redoes a completed tool call).
+
+The loop's own messages (a schema repair, a submit nudge, a loop warning, ...) carry their
+reason in `Message.kind`; the loop decides by that field, never by matching message text.
+`limits=` (`sleuth.limits.UsageLimits`) is checked before each model request and tool call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import json
 import re
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
-from sleuth.events import emit
+from sleuth.agent.memory import AgentMemory, run_key
+from sleuth.agent.policies import (
+    SPEND_CAP,
+    Governance,
+    Guardrails,
+    GuardrailViolation,
+    ToolRetry,
+)
+from sleuth.errors import InvalidSettingError
+from sleuth.events import Event, capture_events, emit
 from sleuth.grounding import GroundingReport, judge_claims, split_claims
+from sleuth.jsontext import json_from_text
+from sleuth.limits import (
+    BUDGET_EXHAUSTED,
+    LimitsReached,
+    UsageAccount,
+    UsageLimitExceeded,
+    UsageLimits,
+    tool_calls_made,
+    what_is_known,
+)
 from sleuth.models import resolve
-from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolCall, Usage
+from sleuth.models.base import (
+    Message,
+    MessageKind,
+    Model,
+    ModelResponse,
+    OutputSchema,
+    ToolCall,
+    Usage,
+)
 from sleuth.state import EvidenceItem, LoopState
 from sleuth.termination import Condition, MaxIterations
 from sleuth.tools import Tool, ToolResult, as_tool
 
-REPAIR_PROMPT = "Your answer does not match the required schema:"
-"""How the message sending an invalid final answer back starts."""
-LOOP_WARNING = "Loop detected:"
-"""How the tool result of a call that repeats the previous turn starts."""
-
 CheckpointHook = Callable[[LoopState], Awaitable[None] | None]
-ContextManager = Callable[[list[Message]], Awaitable[list[Message]]]
+ContextManager = Callable[[list[Message], UsageAccount], Awaitable[list[Message]]]
+"""Rewrites the conversation before a model request (e.g. condenses it); charges any model call
+it makes to the run's `UsageAccount`."""
 
 
 @runtime_checkable
@@ -47,18 +76,6 @@ class Layer(Protocol):
     def load_state(self, data: dict[str, Any]) -> None:
         """Replace the layer's state with what `dump_state()` returned earlier."""
         ...
-
-
-_active_state: contextvars.ContextVar[LoopState | None] = contextvars.ContextVar(
-    "sleuth_active_state", default=None
-)
-
-
-def charge_usage(usage: Usage) -> None:
-    """Add `usage` to the run whose tool is executing now (a subagent charges its parent)."""
-    state = _active_state.get()
-    if state is not None:
-        state.usage = state.usage + usage
 
 
 @dataclass
@@ -75,7 +92,10 @@ class GroundingSettings:
 
 @dataclass
 class AgentResult:
-    """What a run produced."""
+    """What a run produced. The last item `Agent.run` yields, after the run's events."""
+
+    event_type: ClassVar[str] = "agent.result"
+    """So a loop over `agent.run(...)` can `match item.event_type` for the result too."""
 
     message: str
     parsed: Any
@@ -94,6 +114,20 @@ class AgentResult:
     @property
     def final_message(self) -> str:
         return self.message
+
+    def model_dump(self, *, mode: str = "json") -> dict[str, Any]:
+        """The result as plain data (what a scan row keeps of an agent run by default)."""
+        structured = (
+            self.parsed.model_dump(mode=mode) if isinstance(self.parsed, BaseModel) else self.parsed
+        )
+        return {
+            "message": self.message,
+            "structured_output": structured,
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "usage": self.usage.model_dump(mode=mode),
+            "grounding_score": self.grounding.score if self.grounding else None,
+        }
 
 
 class Agent:
@@ -117,6 +151,11 @@ class Agent:
         max_repair_attempts: int = 2,
         max_submit_nudges: int = 2,
         context_manager: ContextManager | None = None,
+        limits: UsageLimits | None = None,
+        tool_retry: ToolRetry | None = None,
+        guardrails: Guardrails | None = None,
+        governance: Governance | None = None,
+        memory: AgentMemory | None = None,
         name: str = "agent",
     ):
         self.model = resolve(model)
@@ -124,20 +163,23 @@ class Agent:
         for item in tools:
             t = as_tool(item)
             if t.name in self.tools:
-                raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
+                raise InvalidSettingError(
+                    f"two tools are named {t.name!r}; tool names must be unique"
+                )
             self.tools[t.name] = t
         if submit_tool is not None and submit_tool not in self.tools:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"submit_tool {submit_tool!r} is not among the tools: {', '.join(self.tools) or 'none'}"
             )
         self.system_prompt = system_prompt
         self.output_schema = output_schema
         self.max_iterations = max_iterations
-        self.termination: Condition = (
-            termination | MaxIterations(max_iterations)
-            if termination
-            else MaxIterations(max_iterations)
-        )
+        self.limits = limits
+        """Checked before each model request and each tool call; see `sleuth.limits`."""
+        exits = [c for c in (termination, LimitsReached(limits) if limits else None) if c]
+        self.termination: Condition = MaxIterations(max_iterations)
+        for condition in reversed(exits):
+            self.termination = condition | self.termination
         self.max_output_tokens = max_output_tokens
         self.submit_tool = submit_tool
         self.reflexion = reflexion
@@ -149,13 +191,28 @@ class Agent:
         self.max_repair_attempts = max_repair_attempts
         self.max_submit_nudges = max_submit_nudges
         self.context_manager = context_manager
+        self.tool_retry = tool_retry
+        """Retries of a failed tool call, with backoff (`agent.tool.retry` events)."""
+        self.guardrails = guardrails
+        """Checks on the task and the answer (`agent.guardrail` events)."""
+        self.governance = governance
+        """A tool allow-list and a token cap per run (`agent.governance` events)."""
+        self.memory = memory
+        """What this agent id learned in earlier runs; recalled into the system prompt."""
+        if governance is not None and governance.allowed_tools is not None:
+            unknown = sorted(set(governance.allowed_tools) - set(self.tools))
+            if unknown:
+                raise InvalidSettingError(
+                    f"governance.allowed_tools names {', '.join(unknown)}, which agent {name!r} "
+                    f"does not have; its tools: {', '.join(self.tools) or 'none'}"
+                )
         self.name = name
         self.layers: dict[str, Layer] = {}
 
     def add_layer(self, name: str, layer: Layer) -> None:
         """Register per-run state whose `dump_state()` travels in `LoopState.layers` (and checkpoints)."""
         if name in self.layers:
-            raise ValueError(f"agent {self.name!r} already has a layer named {name!r}")
+            raise InvalidSettingError(f"agent {self.name!r} already has a layer named {name!r}")
         self.layers[name] = layer
 
     def capture_layers(self, state: LoopState) -> None:
@@ -170,6 +227,33 @@ class Agent:
                 layer.load_state(state.layers[name])
 
     # -- public API -------------------------------------------------------------------------
+
+    async def run(self, prompt: str, **kwargs: Any) -> AsyncIterator[Event | AgentResult]:
+        """Run the loop, yielding its events (`agent.*`, `deepagent.*`, ...) as they happen and
+        finally the `AgentResult`. Takes `arun`'s keyword arguments.
+
+        Use it from async code: `async for event in agent.run(task): ...`. The events also reach
+        the subscribers of an enclosing `run_context()`. Leaving the loop early cancels the run.
+        """
+        with capture_events() as events:
+            running = asyncio.create_task(self.arun(prompt, **kwargs))
+        try:
+            while True:
+                next_event = asyncio.ensure_future(events.get())
+                await asyncio.wait({next_event, running}, return_when=asyncio.FIRST_COMPLETED)
+                if next_event.done():
+                    yield next_event.result()
+                    continue
+                next_event.cancel()
+                while not events.empty():
+                    yield events.get_nowait()
+                yield running.result()
+                return
+        finally:
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
 
     def run_sync(self, prompt: str, **kwargs: Any) -> AgentResult:
         """Run to completion from synchronous code (on a helper thread if a loop is running)."""
@@ -205,11 +289,8 @@ class Agent:
         state = checkpoint.model_copy(deep=True) if checkpoint else self._initial_state(prompt)
         if checkpoint is not None:
             self.restore_layers(state)
-        token = _active_state.set(state)
-        try:
-            await self._loop(state, on_checkpoint)
-        finally:
-            _active_state.reset(token)
+        while not state.finished:
+            await self.step(state, on_checkpoint)
         return await self._finish(state)
 
     def initial_state(self, prompt: str) -> LoopState:
@@ -228,8 +309,12 @@ class Agent:
     # -- the loop ---------------------------------------------------------------------------
 
     def _initial_state(self, prompt: str) -> LoopState:
+        self._guard_input(prompt)
         messages = []
         system = self.system_prompt
+        if self.memory is not None and self.memory.settings.enabled:
+            recalled = self.memory.recall()
+            system = f"{recalled}\n\n{system}" if recalled else system
         if self.output_schema is not None and self.submit_tool is None:
             system += (
                 "\n\nWhen you have finished, answer with a single JSON object matching this schema:\n"
@@ -248,10 +333,6 @@ class Agent:
         if inspect.isawaitable(outcome):
             await outcome
 
-    async def _loop(self, state: LoopState, hook: CheckpointHook | None) -> None:
-        while not state.finished:
-            await self.step(state, hook)
-
     async def step(self, state: LoopState, on_checkpoint: CheckpointHook | None = None) -> None:
         """Advance `state` by one unit: the next pending tool call, or else one model turn.
 
@@ -261,17 +342,13 @@ class Agent:
         """
         if state.finished:
             return
-        token = _active_state.set(state)
-        try:
-            pending = _pending_tool_calls(state.messages)
-            if pending:
-                await self._run_tool_calls(state, pending[:1], on_checkpoint)
-                if not state.finished and not _pending_tool_calls(state.messages):
-                    await self._after_tool_batch(state, on_checkpoint)
-            else:
-                await self._model_turn(state, on_checkpoint)
-        finally:
-            _active_state.reset(token)
+        pending = _pending_tool_calls(state.messages)
+        if pending:
+            await self._run_tool_calls(state, pending[:1], on_checkpoint)
+            if not state.finished and not _pending_tool_calls(state.messages):
+                await self._after_tool_batch(state, on_checkpoint)
+        else:
+            await self._model_turn(state, on_checkpoint)
 
     def next_tool_call(self, state: LoopState) -> ToolCall | None:
         """The tool call `step` would run next, or None when the next step is a model turn."""
@@ -288,8 +365,23 @@ class Agent:
 
     async def _model_turn(self, state: LoopState, hook: CheckpointHook | None) -> None:
         if self.context_manager is not None:
-            state.messages = await self.context_manager(state.messages)
-        response = await self._request(state)
+            state.messages = await self.context_manager(state.messages, UsageAccount(state))
+        cap = self.governance.max_tokens_per_run if self.governance else None
+        if cap is not None and state.usage.total_tokens >= cap:
+            emit("agent.governance", agent=self.name, rule="max_tokens_per_run", limit=cap)
+            state.finished, state.stop_reason = True, SPEND_CAP
+            state.final_message = what_is_known(state)
+            await self._save(state, hook)
+            return
+        try:
+            output_cap = self._output_cap(state)
+        except UsageLimitExceeded:
+            # What the run found so far is its answer; a request that cannot fit is not made.
+            state.finished, state.stop_reason = True, BUDGET_EXHAUSTED
+            state.final_message = what_is_known(state)
+            await self._save(state, hook)
+            return
+        response = await self._request(state, output_cap)
         state.iterations += 1
         state.usage = state.usage + response.usage
         state.last_text = response.text
@@ -328,26 +420,40 @@ class Agent:
                     and not self._exit_now(state)
                 ):
                     state.grounding_rounds += 1
-                    state.messages.append(Message(role="user", content=_research_more(report)))
+                    state.messages.append(
+                        Message(
+                            role="user", content=_research_more(report), kind="grounding_feedback"
+                        )
+                    )
                     await self._save(state, hook)
                     return
                 state.final_message = _drop_claims(
                     state.final_message, {c.claim for c in report.ungrounded}
                 )
+        if self._answer_refused(state):
+            await self._save(state, hook)
+            return
         self._check_exit(state)
         if not state.finished:
             state.finished, state.stop_reason = True, "completed"
         await self._save(state, hook)
 
-    async def _request(self, state: LoopState) -> ModelResponse:
+    def _output_cap(self, state: LoopState) -> int | None:
+        """The output tokens the next answer may use; raises `UsageLimitExceeded` when the
+        limits refuse the request."""
+        caps = [self.max_output_tokens]
+        if self.limits is not None:
+            caps.append(self.limits.check_before_request(state.usage, state.messages))
+        known = [cap for cap in caps if cap is not None]
+        return min(known) if known else None
+
+    async def _request(self, state: LoopState, max_output_tokens: int | None) -> ModelResponse:
         # Only the turn answering a repair prompt is a repair turn: a later turn (research asked
         # for by grounding) gets the tools back.
         repairing = (
-            state.repair_attempts > 0
-            and self.output_schema is not None
+            self.output_schema is not None
             and self.submit_tool is None
-            and state.messages[-1].role == "user"
-            and state.messages[-1].content.startswith(REPAIR_PROMPT)
+            and state.messages[-1].kind == "repair"
         )
         schema = (
             OutputSchema(
@@ -364,7 +470,7 @@ class Agent:
             state.messages,
             tools=self.tool_specs() if self.tools and schema is None else None,
             output_schema=schema,
-            max_output_tokens=self.max_output_tokens,
+            max_output_tokens=max_output_tokens,
         )
 
     def _exit_now(self, state: LoopState) -> bool:
@@ -400,7 +506,9 @@ class Agent:
                 )
                 if state.loop_warnings > self.max_loop_warnings:
                     state.messages.append(
-                        _tool_message(call, "Stopped: the same call was repeated again.")
+                        _tool_message(
+                            call, "Stopped: the same call was repeated again.", kind="loop_stop"
+                        )
                     )
                     state.finished, state.stop_reason = True, "loop"
                     state.final_message = state.final_message or state.last_text
@@ -409,9 +517,10 @@ class Agent:
                 state.messages.append(
                     _tool_message(
                         call,
-                        f"{LOOP_WARNING} you called {call.name} with exactly these arguments in the previous "
-                        "step. Repeating it will not give new information. Change course: use different "
-                        "arguments, another tool, or give your answer.",
+                        f"Loop detected: you called {call.name} with exactly these arguments in the "
+                        "previous step. Repeating it will not give new information. Change course: "
+                        "use different arguments, another tool, or give your answer.",
+                        kind="loop_warning",
                     )
                 )
                 await self._save(state, hook)
@@ -419,7 +528,7 @@ class Agent:
             rejection: ToolResult | None = None
             if call.name == self.submit_tool and self.grounding is not None:
                 rejection, call = await self._ground_submission(state, call)
-            result = rejection or await self._invoke(call)
+            result = rejection or await self._invoke(call, state)
             item = EvidenceItem(
                 index=len(state.evidence) + 1,
                 tool=call.name,
@@ -441,10 +550,40 @@ class Agent:
                 success=result.ok,
                 output_preview=result.content[:200],
             )
-            state.messages.append(_tool_message(call, result.content))
+            state.messages.append(
+                _tool_message(call, result.content, kind=_SIGNALS.get(result.error or ""))
+            )
             await self._save(state, hook)
 
-    async def _invoke(self, call: ToolCall) -> ToolResult:
+    async def _invoke(self, call: ToolCall, state: LoopState) -> ToolResult:
+        allowed = self.governance.allowed_tools if self.governance else None
+        if allowed is not None and call.name not in allowed:
+            emit("agent.governance", agent=self.name, rule="allowed_tools", tool=call.name)
+            return ToolResult(
+                ok=False,
+                content=f"Not allowed: this run may only call {', '.join(allowed) or 'no tools'}.",
+                error=NOT_ALLOWED,
+            )
+        result = await self._invoke_once(call, state)
+        retry = self.tool_retry
+        attempt = 1
+        while retry is not None and _retryable(result) and attempt < retry.max_attempts:
+            delay = retry.delay(attempt)
+            emit(
+                "agent.tool.retry",
+                agent=self.name,
+                tool=call.name,
+                attempt=attempt + 1,
+                max_attempts=retry.max_attempts,
+                error=result.error,
+                delay_seconds=delay,
+            )
+            await asyncio.sleep(delay)
+            attempt += 1
+            result = await self._invoke_once(call, state)
+        return result
+
+    async def _invoke_once(self, call: ToolCall, state: LoopState) -> ToolResult:
         selected = self.tools.get(call.name)
         if selected is None:
             return ToolResult(
@@ -452,7 +591,16 @@ class Agent:
                 content=f"Unknown tool {call.name!r}. Available tools: {', '.join(self.tools) or 'none'}.",
                 error="unknown_tool",
             )
-        return await selected.invoke(call.arguments)
+        if self.limits is not None:
+            try:
+                self.limits.check_before_tool_call(tool_calls_made(state))
+            except UsageLimitExceeded as refused:
+                return ToolResult(
+                    ok=False,
+                    content=f"Not run: {refused}. Answer now with what you know.",
+                    error=BUDGET_EXHAUSTED,
+                )
+        return await selected.invoke(call.arguments, UsageAccount(state))
 
     async def _ground_submission(
         self, state: LoopState, call: ToolCall
@@ -521,6 +669,7 @@ class Agent:
                         role="user",
                         content=f"You have not finished: call the `{self.submit_tool}` tool with your result "
                         "to submit it. If it was rejected, fix what it said and call it again.",
+                        kind="submit_nudge",
                     )
                 )
                 return False
@@ -528,7 +677,9 @@ class Agent:
         if self.output_schema is None or self.submit_tool is not None:
             return True
         data = (
-            response.structured if response.structured is not None else _extract_json(response.text)
+            response.structured
+            if response.structured is not None
+            else json_from_text(response.text, "object")
         )
         try:
             if data is None:
@@ -540,8 +691,10 @@ class Agent:
                 state.messages.append(
                     Message(
                         role="user",
-                        content=f"{REPAIR_PROMPT} {exc}. Reply with only a "
-                        f"JSON object matching: {json.dumps(self.output_schema.model_json_schema())}",
+                        content=f"Your answer does not match the required schema: {exc}. Reply "
+                        "with only a JSON object matching: "
+                        f"{json.dumps(self.output_schema.model_json_schema())}",
+                        kind="repair",
                     )
                 )
                 return False
@@ -570,6 +723,52 @@ class Agent:
         state.grounding = report.model_dump()
         return report
 
+    def _guard_input(self, prompt: str) -> None:
+        guard = self.guardrails.input if self.guardrails else None
+        violations = guard.violations(prompt) if guard else []
+        if violations:
+            emit("agent.guardrail", agent=self.name, stage="input", violations=violations)
+            raise GuardrailViolation(
+                f"agent {self.name!r} refused the task: it {'; it '.join(violations)}. Change the "
+                "task, or the agent's input guardrails"
+            )
+
+    def _answer_refused(self, state: LoopState) -> bool:
+        """Check the answer against the output guardrails. A refused answer raises
+        `GuardrailViolation`, or (`on_violation: retry`) queues feedback and returns True."""
+        guardrails = self.guardrails
+        guard = guardrails.output if guardrails else None
+        violations = guard.violations(state.final_message) if guard else []
+        if not violations:
+            return False
+        assert guardrails is not None
+        retrying = (
+            guardrails.on_violation == "retry" and state.guardrail_retries < guardrails.max_retries
+        )
+        emit(
+            "agent.guardrail",
+            agent=self.name,
+            stage="output",
+            violations=violations,
+            action="retry" if retrying else "fail",
+        )
+        if not retrying:
+            raise GuardrailViolation(
+                f"agent {self.name!r} gave an answer its output guardrails refuse: it "
+                f"{'; it '.join(violations)}"
+            )
+        state.guardrail_retries += 1
+        state.messages.append(
+            Message(
+                role="user",
+                content="Your answer was refused: it "
+                + "; it ".join(violations)
+                + ". Give your answer again without that.",
+                kind="guardrail_feedback",
+            )
+        )
+        return True
+
     def _reflect(self, state: LoopState) -> None:
         latest = [e for e in state.evidence if e.iteration == state.iterations]
         issues = [f"{e.tool} failed: {e.error}" for e in latest if not e.success]
@@ -581,7 +780,7 @@ class Agent:
         last_tool_messages = [
             m for m in state.messages[-len(state.last_tool_names) or None :] if m.role == "tool"
         ]
-        if any(m.content.startswith(LOOP_WARNING) for m in last_tool_messages):
+        if any(m.kind == "loop_warning" for m in last_tool_messages):
             issues.append("a call repeated the previous step exactly")
         verdict = "revise" if issues else "on_track"
         emit(
@@ -601,6 +800,7 @@ class Agent:
                     + ". That step went wrong. "
                     "Before your next tool call, state a revised plan in one or two sentences that avoids "
                     "this, then continue.",
+                    kind="reflection",
                 )
             )
 
@@ -622,6 +822,11 @@ class Agent:
             final_message_preview=state.final_message[:200],
             total_tokens=state.usage.total_tokens,
         )
+        if self.memory is not None and self.memory.settings.enabled and state.final_message:
+            task = next((m.content for m in state.messages if m.role == "user"), "")
+            await self.memory.aremember(
+                task, state.final_message, run_key=run_key(task, state.final_message)
+            )
         grounding = GroundingReport.model_validate(state.grounding) if state.grounding else None
         return AgentResult(
             message=state.final_message,
@@ -635,8 +840,26 @@ class Agent:
         )
 
 
-def _tool_message(call: ToolCall, content: str) -> Message:
-    return Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
+NOT_ALLOWED = "not_allowed"
+"""The error of a tool call governance refused."""
+_NOT_RETRIED = {"invalid_arguments", "unknown_tool", BUDGET_EXHAUSTED, NOT_ALLOWED}
+
+
+def _retryable(result: ToolResult) -> bool:
+    """Whether `tool_retry` may try a failed call again: the tool raised (the same arguments
+    may work next time), as opposed to a call the loop itself refused or bad arguments."""
+    return not result.ok and result.error not in _NOT_RETRIED
+
+
+_SIGNALS: dict[str, MessageKind] = {
+    BUDGET_EXHAUSTED: "limit_refusal",
+    "ungrounded_submission": "grounding_feedback",
+}
+"""The kind of the tool message answering a call the loop itself turned down, by its error."""
+
+
+def _tool_message(call: ToolCall, content: str, kind: MessageKind | None = None) -> Message:
+    return Message(role="tool", content=content, tool_call_id=call.id, name=call.name, kind=kind)
 
 
 def _call_key(call: ToolCall) -> str:
@@ -648,7 +871,7 @@ def _warned_this_turn(messages: list[Message]) -> bool:
     for message in reversed(messages):
         if message.role == "assistant":
             return False
-        if message.role == "tool" and message.content.startswith(LOOP_WARNING):
+        if message.role == "tool" and message.kind == "loop_warning":
             return True
     return False
 
@@ -688,21 +911,6 @@ def _find_confidence(value: Any) -> float | None:
             found = _find_confidence(inner)
             if found is not None:
                 return found
-    return None
-
-
-def _extract_json(text: str) -> Any:
-    cleaned = re.sub(r"```(?:json)?", "", text).strip()
-    try:
-        return json.loads(cleaned)
-    except (json.JSONDecodeError, ValueError):
-        pass
-    match = re.search(r"\{.*\}", cleaned, re.DOTALL)
-    if match:
-        try:
-            return json.loads(match.group(0))
-        except (json.JSONDecodeError, ValueError):
-            return None
     return None
 
 

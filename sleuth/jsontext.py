@@ -1,0 +1,40 @@
+"""`json_from_text`: the JSON a model wrote, found in whatever it wrapped around it.
+
+Models put JSON in code fences, after a sentence of preamble, before a closing remark, or bare.
+This is the one place Sleuth reads JSON out of model text; everything that parses a model's
+answer (the agent's final answer, a decomposition decision, a research report) calls it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+JsonKind = Literal["object", "array"]
+
+_DECODER = json.JSONDecoder()
+_OPENERS = {"{": "object", "[": "array"}
+
+
+def json_from_text(text: str, kind: JsonKind | None = None) -> Any:
+    """The first JSON object or array written in `text`, or None when there is none.
+
+    Code fences and prose around the value are skipped; nested objects, arrays and braces inside
+    strings are read whole, since the value is decoded, not matched with a pattern. With `kind`,
+    only a top-level value of that kind counts: `kind="object"` skips a list (and what it
+    contains) and goes on looking for an object after it.
+    """
+    position = 0
+    while True:
+        starts = [at for at in (text.find("{", position), text.find("[", position)) if at >= 0]
+        if not starts:
+            return None
+        start = min(starts)
+        try:
+            value, end = _DECODER.raw_decode(text, start)
+        except json.JSONDecodeError:
+            position = start + 1
+            continue
+        if kind is None or _OPENERS[text[start]] == kind:
+            return value
+        position = end

@@ -1,0 +1,344 @@
+"""The six node functions of the research graph and their prompts.
+
+Each takes the spec (configuration) and the run's state and returns a new state; none changes
+the state it was given. Both runners call these very functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from sleuth.grounding import JUDGE_INSTRUCTIONS, judge_claims, number_evidence, split_claims
+from sleuth.jsontext import json_from_text
+from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolSpec, Usage
+from sleuth.research.report import cite, dedupe_findings, dedupe_text_lists
+from sleuth.research.router import Node
+from sleuth.research.state import ClaimRecord, ResearchState
+from sleuth.state import LoopState
+
+if TYPE_CHECKING:
+    from sleuth.research.spec import DatastoreSource, ResearchSpec
+
+CheckpointHook = Callable[[LoopState], Awaitable[None] | None]
+
+EXECUTE_PROMPT = (
+    "You are a research agent. Use your tools to gather evidence that answers the question. "
+    "Prefer several focused tool calls over guessing; every fact you report must come from a tool "
+    "result. When you have enough evidence, answer with your findings in plain prose."
+)
+CAUSAL_PROMPT = (
+    "You are a causal analyst. From the numbered evidence only, write the causal chain behind the "
+    "findings: one line per link, 'cause -> effect [evidence numbers]'. Leave out links the "
+    "evidence does not state."
+)
+SUMMARIZE_PROMPT = (
+    "You are a research summariser. Distil the numbered evidence into a report that answers the "
+    "question. State only what the evidence supports, one fact per sentence, and cite evidence "
+    "numbers in square brackets."
+)
+REGENERATE_PROMPT = (
+    "You are a research editor. Rewrite the report so that every sentence is supported by the "
+    "numbered evidence: repair the listed unsupported claims from the evidence, or drop them. "
+    "Do not add facts the evidence does not state."
+)
+REPLAN_PROMPT = (
+    "You are a research planner. Some claims of the report have no supporting evidence. Write a "
+    "short, focused research prompt (at most five sentences) telling a research agent exactly what "
+    "to look up so those claims can be confirmed or refuted. Reply with the prompt only."
+)
+NODE_PROMPTS: dict[Node, str] = {
+    Node.CAUSAL_INFERENCE: CAUSAL_PROMPT,
+    Node.SUMMARIZE: SUMMARIZE_PROMPT,
+    Node.REGENERATE: REGENERATE_PROMPT,
+    Node.REPLAN: REPLAN_PROMPT,
+    Node.GROUNDING_EVAL: JUDGE_INSTRUCTIONS,
+}
+"""The system prompt of every node that makes one model request (execute runs an agent)."""
+
+
+class _Meter:
+    """Counts the tokens of every request one node makes (a fresh meter per node call)."""
+
+    def __init__(self, model: Model):
+        self.model = model
+        self.name = model.name
+        self.usage = Usage()
+
+    async def request(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        output_schema: OutputSchema | None = None,
+        max_output_tokens: int | None = None,
+        tool_choice: str | None = None,
+        top_logprobs: int | None = None,
+    ) -> ModelResponse:
+        response = await self.model.request(
+            messages,
+            tools=tools,
+            output_schema=output_schema,
+            max_output_tokens=max_output_tokens,
+            tool_choice=tool_choice,
+            top_logprobs=top_logprobs,
+        )
+        self.usage = self.usage + response.usage
+        return response
+
+
+async def execute_node(
+    spec: ResearchSpec,
+    state: ResearchState,
+    *,
+    app: DatastoreSource | None = None,
+    checkpoint: LoopState | None = None,
+    on_checkpoint: CheckpointHook | None = None,
+) -> ResearchState:
+    """The agent tool loop (reflexion on); its tool calls are appended to the evidence trail."""
+    agent = spec.build_agent(app)
+    result = await agent.arun(
+        execute_prompt(state), checkpoint=checkpoint, on_checkpoint=on_checkpoint
+    )
+    offset = len(state.evidence)
+    gathered = [
+        item.model_copy(update={"index": offset + position})
+        for position, item in enumerate(result.evidence, start=1)
+    ]
+    findings = "\n\n".join(p for p in (state.findings, result.message.strip()) if p)
+    return state.model_copy(
+        update={
+            "evidence": [*state.evidence, *gathered],
+            "findings": findings,
+            "usage": state.usage + result.usage,
+            "agent_stop_reasons": [*state.agent_stop_reasons, result.stop_reason],
+        }
+    )
+
+
+def execute_prompt(state: ResearchState) -> str:
+    """The execute agent's prompt: the question, plus the replan's focus after a replan."""
+    if not state.focused_prompt:
+        return state.prompt
+    return (
+        f"{state.prompt}\n\nFollow-up research (earlier findings lacked evidence):\n"
+        f"{state.focused_prompt}"
+    )
+
+
+async def causal_inference_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
+    """A causal chain built from the evidence."""
+    meter = _Meter(spec.model)
+    response = await meter.request(
+        [
+            Message(role="system", content=CAUSAL_PROMPT),
+            Message(role="user", content=_context(state, include_chain=False)),
+        ],
+        max_output_tokens=spec.max_output_tokens,
+    )
+    return state.model_copy(
+        update={"causal_chain": response.text.strip(), "usage": state.usage + meter.usage}
+    )
+
+
+async def summarize_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
+    """The evidence distilled into a summary (validated against the output schema, if any)."""
+    meter = _Meter(spec.model)
+    messages = [
+        Message(role="system", content=SUMMARIZE_PROMPT),
+        Message(role="user", content=_context(state, include_chain=True)),
+    ]
+    update = await _write_report(spec, meter, messages)
+    return state.model_copy(update={**update, "usage": state.usage + meter.usage})
+
+
+async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
+    """Score the report: the share of its findings the judge finds grounded in the evidence.
+
+    A finding the report states twice (a key finding repeating the summary) is judged once.
+    """
+    meter = _Meter(spec.judge) if spec.judge is not None else None
+    claims = dedupe_findings(split_claims(grounded_text(state)))
+    report = await judge_claims(claims, state.evidence, meter)
+    records = []
+    for verdict in report.claims:
+        cited = [cite(verdict.claim, state.evidence[i - 1]) for i in verdict.evidence]
+        records.append(
+            ClaimRecord(
+                claim=verdict.claim,
+                score=verdict.score,
+                grounded=verdict.grounded,
+                evidence=verdict.evidence,
+                evidence_text=[excerpt for _, excerpt in cited],
+                rationale=verdict.rationale,
+                citations=[citation for citation, _ in cited],
+            )
+        )
+    return state.model_copy(
+        update={
+            "grounding_score": report.score,
+            "grounding_method": report.method,
+            "claims": records,
+            "score_history": [*state.score_history, report.score],
+            "usage": state.usage + (meter.usage if meter else Usage()),
+        }
+    )
+
+
+async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
+    """Rewrite the summary without new tool calls, repairing or dropping ungrounded claims."""
+    meter = _Meter(spec.model)
+    messages = [
+        Message(role="system", content=REGENERATE_PROMPT),
+        Message(
+            role="user",
+            content=_context(state, include_chain=True)
+            + f"\n\nCurrent report:\n{grounded_text(state)}"
+            + f"\n\nUnsupported claims:\n{_ungrounded_list(state)}",
+        ),
+    ]
+    update = await _write_report(spec, meter, messages)
+    return state.model_copy(
+        update={
+            **update,
+            "regeneration_count": state.regeneration_count + 1,
+            "usage": state.usage + meter.usage,
+        }
+    )
+
+
+async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
+    """A prompt focused on the ungrounded claims, for the next execute round."""
+    meter = _Meter(spec.model)
+    ungrounded = _ungrounded_list(state)
+    response = await meter.request(
+        [
+            Message(role="system", content=REPLAN_PROMPT),
+            Message(
+                role="user",
+                content=f"Question:\n{state.prompt}\n\nUnsupported claims:\n{ungrounded}",
+            ),
+        ],
+        max_output_tokens=spec.max_output_tokens,
+    )
+    focused = response.text.strip() or (
+        f"Find evidence that confirms or refutes these claims:\n{ungrounded}"
+    )
+    return state.model_copy(
+        update={
+            "focused_prompt": focused,
+            "focused_prompts": [*state.focused_prompts, focused],
+            "replan_count": state.replan_count + 1,
+            "usage": state.usage + meter.usage,
+        }
+    )
+
+
+# -- writing the report ---------------------------------------------------------------------------
+
+
+async def _write_report(
+    spec: ResearchSpec, model: Model, messages: list[Message]
+) -> dict[str, Any]:
+    """Ask for the report; with an output schema, validate it (one repair turn, then give up)."""
+    schema = spec.output_json_schema()
+    response = await model.request(
+        messages, output_schema=schema, max_output_tokens=spec.max_output_tokens
+    )
+    if spec.output_schema is None:
+        return {"summary": response.text.strip(), "structured_output": None, "output_error": None}
+    parsed, error = _validate(spec.output_schema, response)
+    if error is not None:
+        repair = [
+            *messages,
+            Message(role="assistant", content=response.text),
+            Message(
+                role="user",
+                content=f"That does not match the required schema: {error}. Reply with only a JSON "
+                "object that matches it.",
+            ),
+        ]
+        response = await model.request(
+            repair, output_schema=schema, max_output_tokens=spec.max_output_tokens
+        )
+        parsed, error = _validate(spec.output_schema, response)
+    if parsed is None:
+        return {"summary": response.text.strip(), "structured_output": None, "output_error": error}
+    summary = parsed.get("summary")
+    return {
+        "summary": summary if isinstance(summary, str) else report_text(parsed),
+        "structured_output": parsed,
+        "output_error": None,
+    }
+
+
+def _validate(
+    schema: type[BaseModel], response: ModelResponse
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The answer as schema-valid JSON data, with lists of text deduplicated when the schema
+    still accepts them that way; or the reason it does not validate."""
+    data = (
+        response.structured
+        if response.structured is not None
+        else json_from_text(response.text, kind="object")
+    )
+    if not isinstance(data, dict):
+        return None, "the answer contained no JSON object"
+    try:
+        valid: dict[str, Any] = schema.model_validate(data).model_dump(mode="json")
+    except ValidationError as exc:
+        return None, str(exc)
+    try:
+        deduped: dict[str, Any] = schema.model_validate(dedupe_text_lists(valid)).model_dump(
+            mode="json"
+        )
+    except ValidationError:
+        return valid, None  # e.g. a list with a minimum length: keep the model's own list
+    return deduped, None
+
+
+def report_text(structured: Mapping[str, Any]) -> str:
+    """The prose of a structured report: its text fields and lists of text, one claim per line."""
+    lines: list[str] = []
+    for value in structured.values():
+        if isinstance(value, str) and value.strip():
+            lines.append(value.strip())
+        elif isinstance(value, list):
+            lines.extend(f"- {v.strip()}" for v in value if isinstance(v, str) and v.strip())
+    return "\n".join(lines)
+
+
+def grounded_text(state: ResearchState) -> str:
+    """What grounding eval judges: the whole structured report if there is one, else the summary."""
+    if state.structured_output:
+        return report_text(state.structured_output)
+    return state.summary
+
+
+def _context(state: ResearchState, *, include_chain: bool) -> str:
+    parts = [f"Question:\n{state.prompt}"]
+    if state.findings:
+        parts.append(f"Research notes:\n{state.findings}")
+    if include_chain and state.causal_chain:
+        parts.append(f"Causal chain:\n{state.causal_chain}")
+    parts.append(f"Evidence:\n{number_evidence(state.evidence) or '(no evidence was gathered)'}")
+    return "\n\n".join(parts)
+
+
+def _ungrounded_list(state: ResearchState) -> str:
+    return "\n".join(f"- {c.claim}" for c in state.claims if not c.grounded) or "- (none listed)"
+
+
+# -- scripted models for tests and benchmarks -----------------------------------------------------
+
+
+def node_of_request(messages: Sequence[Message]) -> Node:
+    """Which research node sent a model request (for `ScriptedModel(responder=...)` in tests):
+    one of `NODES`; requests of the execute agent return `Node.EXECUTE`."""
+    system = next((m.content for m in messages if m.role == "system"), "")
+    for node, prompt in NODE_PROMPTS.items():
+        if system == prompt:
+            return node
+    return Node.EXECUTE

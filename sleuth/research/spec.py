@@ -1,0 +1,351 @@
+"""`ResearchSpec`: a research configuration, its in-process runner, and what a run returns.
+
+A spec holds configuration only (model, tools, thresholds); everything a run changes lives in
+its `ResearchState`, so one spec serves many runs at once. `await spec.execute({"prompt": ...})`
+runs the graph in-process; registered on an App, `workflows.ResearchWorkflow` runs the same node
+functions durably. Both loop on `next_node` until it says `done`, ask `end_reason` why, and hand
+that to `ResearchSpec.finish`, which writes the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Protocol, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from sleuth.agent import Agent
+from sleuth.events import emit
+from sleuth.models import resolve
+from sleuth.models.base import Model, OutputSchema
+from sleuth.rag.tools import wire_datastores
+from sleuth.research.nodes import (
+    EXECUTE_PROMPT,
+    CheckpointHook,
+    causal_inference_node,
+    execute_node,
+    grounding_eval_node,
+    regenerate_node,
+    replan_node,
+    summarize_node,
+)
+from sleuth.research.report import ResearchReport, build_final_state, finish
+from sleuth.research.router import MAX_LOOPS, EndReason, Node, end_reason, next_node, unknown_node
+from sleuth.research.state import ResearchState
+from sleuth.state import LoopState
+from sleuth.strict import StrictInput
+from sleuth.tools import Tool
+
+T = TypeVar("T")
+
+MAX_PROMPT_CHARS = 32_000
+"""The longest research prompt. The prompt travels in the run's input and its outcome, which must
+stay well inside Temporal's payload limit (2 MB); documents belong in a datastore."""
+MAX_ITERATIONS = 100
+"""The most model turns one execute round may take."""
+MAX_OUTPUT_TOKENS = 200_000
+"""The largest `max_output_tokens` a spec accepts."""
+
+
+def check_prompt(prompt: str) -> str:
+    """`prompt` if a run can take it; else a ValueError that says the limit."""
+    if not prompt.strip():
+        raise ValueError("a research run needs a non-empty prompt")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(
+            f"the prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}. Ask a "
+            "question, and put long documents in a datastore (app.datastore) the run can search"
+        )
+    return prompt
+
+
+class ResearchInputs(StrictInput):
+    """One run's inputs: the question, and per-run overrides of the spec's settings."""
+
+    # A refused prompt may be megabytes long or private: errors must not echo it.
+    model_config = ConfigDict(hide_input_in_errors=True)
+
+    prompt: Annotated[str, AfterValidator(check_prompt)]
+    """The research question (at most `MAX_PROMPT_CHARS`, 32,000 characters)."""
+    grounding_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Share of grounded claims needed to finish, 0 to 1 (default: the config's)."""
+    max_replans: int | None = Field(default=None, ge=0, le=MAX_LOOPS)
+    """Replans allowed, 0 to 10 (default: the config's)."""
+    max_regenerations: int | None = Field(default=None, ge=0, le=MAX_LOOPS)
+    """Regenerations allowed, 0 to 10 (default: the config's)."""
+    causal_inference: bool | None = None
+    """Whether the causal inference node runs after execute (default: the config's)."""
+
+
+class DatastoreSource(Protocol):
+    """Where a spec that names its datastores finds them: an `App`."""
+
+    def datastore_configs(self, names: list[str] | None) -> dict[str, dict[str, Any]]: ...
+
+
+@dataclass
+class ResearchResult:
+    """What one in-process run produced."""
+
+    final_state: ResearchReport
+    """The report: `final_state.structured_output` is an instance of `output_schema`."""
+    state: ResearchState
+    """The run's whole state (complete evidence trail, conversation-free)."""
+    output_schema: type[BaseModel] | None = None
+
+    @property
+    def structured_output(self) -> Any:
+        """The structured report, an instance of the spec's `output_schema` (None without one or
+        when the answer did not validate)."""
+        return self.final_state.structured_output
+
+    @property
+    def parsed(self) -> Any:
+        """The same instance as `structured_output` (the name the agent's result uses)."""
+        return self.final_state.structured_output
+
+    @property
+    def summary(self) -> str:
+        return self.final_state.summary
+
+    def model_dump(self, *, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+        """The report as plain data (`final_state.model_dump()`), as a scan's `to_row` may use it."""
+        return self.final_state.model_dump(mode=mode)
+
+
+class ResearchSpec:
+    """A research configuration: run it with `await spec.execute({"prompt": ...})`.
+
+    Register it on an App (`app.research("name", spec)`) to run it durably as `ResearchWorkflow`.
+    Holds no per-run state, so concurrent runs of one spec are safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model | str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        output_schema: type[BaseModel] | None = None,
+        grounding_threshold: float = 0.65,
+        max_replans: int = 2,
+        max_regenerations: int = 1,
+        causal_inference: bool = True,
+        datastores: Mapping[str, Mapping[str, Any]] | Sequence[str] | None = None,
+        system_prompt: str | None = None,
+        judge_model: Model | str | Literal[False] | None = None,
+        max_iterations: int = 12,
+        max_output_tokens: int | None = None,
+        name: str = "research",
+    ):
+        _check_range("grounding_threshold", grounding_threshold, 0.0, 1.0)
+        _check_range("max_replans", max_replans, 0, MAX_LOOPS)
+        _check_range("max_regenerations", max_regenerations, 0, MAX_LOOPS)
+        _check_range("max_iterations", max_iterations, 1, MAX_ITERATIONS)
+        if max_output_tokens is not None:
+            _check_range("max_output_tokens", max_output_tokens, 1, MAX_OUTPUT_TOKENS)
+        self.model = resolve(model)
+        self.judge: Model | None = (
+            None if judge_model is False else resolve(judge_model) if judge_model else self.model
+        )
+        self.tools = list(tools)
+        self.output_schema = output_schema
+        self.grounding_threshold = grounding_threshold
+        self.max_replans = max_replans
+        self.max_regenerations = max_regenerations
+        self.causal_inference = causal_inference
+        self.datastores = datastores
+        self.system_prompt = system_prompt
+        self.max_iterations = max_iterations
+        self.max_output_tokens = max_output_tokens
+        self.name = name
+        if isinstance(datastores, Mapping):
+            # Wire once now so a bad mapping fails at definition time, not mid-run.
+            wire_datastores(datastores)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def initial_state(
+        self,
+        prompt: str,
+        *,
+        grounding_threshold: float | None = None,
+        max_replans: int | None = None,
+        max_regenerations: int | None = None,
+        causal_inference: bool | None = None,
+    ) -> ResearchState:
+        """A fresh run's state; the keyword arguments override the spec's settings for this run.
+        Out-of-bounds values raise a ValidationError (a ValueError) naming the field."""
+        inputs = ResearchInputs(
+            prompt=prompt,
+            grounding_threshold=grounding_threshold,
+            max_replans=max_replans,
+            max_regenerations=max_regenerations,
+            causal_inference=causal_inference,
+        )
+        return ResearchState(
+            prompt=inputs.prompt,
+            grounding_threshold=_pick(inputs.grounding_threshold, self.grounding_threshold),
+            max_replans=_pick(inputs.max_replans, self.max_replans),
+            max_regenerations=_pick(inputs.max_regenerations, self.max_regenerations),
+            causal_inference=_pick(inputs.causal_inference, self.causal_inference),
+        )
+
+    async def execute(
+        self,
+        inputs: ResearchInputs | Mapping[str, Any] | str,
+        *,
+        app: DatastoreSource | None = None,
+    ) -> ResearchResult:
+        """Run the graph in-process. `inputs`: `{"prompt": ..., "grounding_threshold"?, "max_replans"?,
+        "max_regenerations"?, "causal_inference"?}` (see `ResearchInputs`) or the prompt itself. `app` resolves
+        datastore names (default: the App the current worker serves)."""
+        if isinstance(inputs, str):
+            inputs = ResearchInputs(prompt=inputs)
+        elif not isinstance(inputs, ResearchInputs):
+            inputs = ResearchInputs.model_validate(inputs)
+        state = self.initial_state(
+            inputs.prompt,
+            grounding_threshold=inputs.grounding_threshold,
+            max_replans=inputs.max_replans,
+            max_regenerations=inputs.max_regenerations,
+            causal_inference=inputs.causal_inference,
+        )
+        while (node := next_node(state)) != Node.DONE:
+            state = await self.run_node(node, state, app=app)
+        state, report = self.finish(state, end_reason(state))
+        return ResearchResult(final_state=report, state=state, output_schema=self.output_schema)
+
+    async def run_node(
+        self,
+        node: Node,
+        state: ResearchState,
+        *,
+        app: DatastoreSource | None = None,
+        checkpoint: LoopState | None = None,
+        on_checkpoint: CheckpointHook | None = None,
+    ) -> ResearchState:
+        """Run one node on `state` and return the new state (`state` itself is not changed)."""
+        match node:
+            case Node.EXECUTE:
+                updated = await execute_node(
+                    self, state, app=app, checkpoint=checkpoint, on_checkpoint=on_checkpoint
+                )
+            case Node.CAUSAL_INFERENCE:
+                updated = await causal_inference_node(self, state)
+            case Node.SUMMARIZE:
+                updated = await summarize_node(self, state)
+            case Node.GROUNDING_EVAL:
+                updated = await grounding_eval_node(self, state)
+            case Node.REGENERATE:
+                updated = await regenerate_node(self, state)
+            case Node.REPLAN:
+                updated = await replan_node(self, state)
+            case _:
+                raise unknown_node(node)
+        updated.node = node
+        updated.nodes = [*state.nodes, node]
+        updated.evidence_count = len(updated.evidence)
+        updated.total_tokens = updated.usage.total_tokens
+        emit(
+            "research.node",
+            research=self.name,
+            node=node.value,
+            grounding_score=updated.grounding_score,
+            replan_count=updated.replan_count,
+            regeneration_count=updated.regeneration_count,
+        )
+        return updated
+
+    def finish(
+        self, state: ResearchState, reason: EndReason, *, evidence_chars: int | None = None
+    ) -> tuple[ResearchState, ResearchReport]:
+        """The one step that ends a run, in both runners: record the `reason` the runner decided
+        (it never routes itself) and build the report, the structured output as an instance of
+        `output_schema`. `evidence_chars` caps the evidence text the report keeps inline."""
+        state = finish(state, reason)
+        report = build_final_state(
+            state, output_schema=self.output_schema, evidence_chars=evidence_chars
+        )
+        return state, report
+
+    # -- helpers the nodes share ------------------------------------------------------------
+
+    def build_agent(self, app: DatastoreSource | None = None) -> Agent:
+        """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore."""
+        datastores = self.datastores
+        if datastores is not None and not isinstance(datastores, Mapping):
+            if app is None:
+                from sleuth.app import current_app
+
+                app = current_app()
+            datastores = app.datastore_configs(list(datastores))
+        datastore_tools, routing = wire_datastores(datastores)
+        system = "\n\n".join(p for p in (self.system_prompt or EXECUTE_PROMPT, routing) if p)
+        return Agent(
+            self.model,
+            tools=[*self.tools, *datastore_tools],
+            system_prompt=system,
+            reflexion=True,
+            max_iterations=self.max_iterations,
+            max_output_tokens=self.max_output_tokens,
+            name=f"{self.name}.execute",
+        )
+
+    def output_json_schema(self) -> OutputSchema | None:
+        if self.output_schema is None:
+            return None
+        return OutputSchema(
+            name=self.output_schema.__name__, json_schema=self.output_schema.model_json_schema()
+        )
+
+
+def create_research_workflow(
+    model: Model | str | None = None,
+    tools: Sequence[Tool | Callable[..., Any]] = (),
+    output_schema: type[BaseModel] | None = None,
+    grounding_threshold: float = 0.65,
+    max_replans: int = 2,
+    max_regenerations: int = 1,
+    causal_inference: bool = True,
+    datastores: Mapping[str, Mapping[str, Any]] | Sequence[str] | None = None,
+    system_prompt: str | None = None,
+    judge_model: Model | str | Literal[False] | None = None,
+    max_iterations: int = 12,
+    max_output_tokens: int | None = None,
+    name: str = "research",
+) -> ResearchSpec:
+    """A research graph with a post-hoc grounding loop.
+
+    `model` is a `Model` or `"provider:name"` (None: the default model); `judge_model` scores the
+    claims (None: the same model; False: lexical judging only). `datastores` is a mapping
+    `{name: {"retriever", "description", "top_k", "threshold"}}` or a list of names an `App`
+    registered. `max_replans` and `max_regenerations` are 0 to 10. Run it with
+    `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
+    `report: Report = result.final_state["structured_output"]`, `["grounding_score"]`,
+    `["replan_count"]` (or the same as attributes).
+    """
+    return ResearchSpec(
+        model=model,
+        tools=tools,
+        output_schema=output_schema,
+        grounding_threshold=grounding_threshold,
+        max_replans=max_replans,
+        max_regenerations=max_regenerations,
+        causal_inference=causal_inference,
+        datastores=datastores,
+        system_prompt=system_prompt,
+        judge_model=judge_model,
+        max_iterations=max_iterations,
+        max_output_tokens=max_output_tokens,
+        name=name,
+    )
+
+
+def _check_range(name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be within {low}..{high}, got {value}")
+
+
+def _pick(value: T | None, default: T) -> T:
+    return default if value is None else value

@@ -1,0 +1,194 @@
+"""Every `SLEUTH_*` setting in one validated model, read from the environment when needed.
+
+`load_settings()` validates the environment as it is at the call (a test that monkeypatches a
+variable sees the new value at once) and raises `SettingsError` naming the variable and the form
+it expects. Commands call it before they do anything, so a bad value stops them at start; library
+code calls it where it needs a value. Temporal's own `TEMPORAL_*` variables are not here:
+`temporalio.envconfig` reads them (see `workers/client.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import PositiveFloat, PositiveInt, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from sleuth.errors import InvalidSettingError
+from sleuth.redact import redact
+
+ENV_PREFIX = "SLEUTH_"
+DEFAULT_HOME = "~/.sleuth"
+DEFAULT_TASK_QUEUE = "sleuth"
+DEFAULT_EMBEDDED_ADDRESS = "localhost:7233"
+DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
+
+LogFormat = Literal["console", "json"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+StructuredOutputSetting = Literal["auto", "json_schema", "json_object", "tool", "prompt"]
+
+
+class SettingsError(InvalidSettingError):
+    """A `SLEUTH_*` variable has a value Sleuth cannot use; the message names it and the form it takes."""
+
+
+class SleuthSettings(BaseSettings):
+    """Sleuth's settings: field `name` is the environment variable `SLEUTH_<NAME>`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    home: Path | None = None
+    """The data directory: Temporal's SQLite file and log, artifacts, stores, rows, model weights (default `~/.sleuth`)."""
+    artifacts: Path | None = None
+    """Where run state (evidence, conversations, checkpoints) is stored (default `$SLEUTH_HOME/artifacts`); workers on several machines must share it."""
+    task_queue: str | None = None
+    """The task queue workers poll and commands start runs on (default: the App's queue, `sleuth`)."""
+    embedded_address: str = DEFAULT_EMBEDDED_ADDRESS
+    """The address the embedded dev server is started on when nothing answers there; its Web UI is 1000 ports up."""
+    web_ui: str | None = None
+    """The Web UI address used in the links commands print (default: a local Temporal's gRPC port + 1000)."""
+    log_format: LogFormat = "console"
+    """`console` for people, `json` for machines."""
+    log_level: LogLevel = "INFO"
+    """The lowest level of Sleuth's own log lines."""
+    temporal_log_level: LogLevel = "WARNING"
+    """The lowest level of the Temporal SDK's log lines."""
+    model: str = DEFAULT_MODEL
+    """The model used wherever none is named: `local:NAME`, `openai:NAME` or `anthropic:NAME`."""
+    model_dir: Path | None = None
+    """Where local model weights are assembled (default `$SLEUTH_HOME/models`)."""
+    local_threads: PositiveInt | None = None
+    """llama.cpp threads for the local model (default: all cores)."""
+    openai_structured_output: StructuredOutputSetting = "auto"
+    """How an OpenAI-compatible server is asked for schema-valid JSON; `auto` tries each mode until one works."""
+    sinks: Annotated[dict[str, str], NoDecode] = {}
+    """Row sinks this worker serves by name: `name=URL` pairs separated by commas."""
+    sink_dirs: Annotated[list[Path], NoDecode] = []
+    """Directories besides `$SLEUTH_HOME` where file sinks may live, separated by `:`."""
+    encryption_key: SecretStr | None = None
+    """Base64 AES-256 keys, comma-separated: the first encrypts every payload sent to Temporal, all decrypt."""
+    encryption_key_file: Path | None = None
+    """A file (mode 0600) with one such key per line, the encrypting key first."""
+    max_concurrent_activities: PositiveInt = 16
+    """Activities one worker runs at once; model calls mostly wait, so this can exceed the cores."""
+    max_concurrent_workflow_tasks: PositiveInt = 64
+    """Workflow tasks one worker processes at once."""
+    activity_threads: PositiveInt = 16
+    """Threads for synchronous activities."""
+    graceful_shutdown_seconds: PositiveFloat = 30.0
+    """On SIGTERM or Ctrl-C a worker stops polling and gives running activities this long to finish."""
+
+    @field_validator("log_format", "log_level", "temporal_log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any, info: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        return text.lower() if info.field_name == "log_format" else text.upper()
+
+    @field_validator("sinks", mode="before")
+    @classmethod
+    def _sink_pairs(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        # Imported here: sleuth.sinks reads these settings itself.
+        from sleuth.sinks import parse_sink_settings
+
+        return parse_sink_settings(value)
+
+    @field_validator("sink_dirs", mode="before")
+    @classmethod
+    def _directory_list(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return [Path(part) for part in value.split(os.pathsep) if part.strip()]
+
+    @property
+    def home_dir(self) -> Path:
+        """`home`, or the default, with `~` expanded (not created; see `sleuth.config.sleuth_home`)."""
+        return (self.home or Path(DEFAULT_HOME)).expanduser()
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a settings field: `max_concurrent_activities` → `SLEUTH_MAX_CONCURRENT_ACTIVITIES`."""
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+ENV_VARIABLES: tuple[str, ...] = tuple(env_name(name) for name in SleuthSettings.model_fields)
+"""Every variable the settings model reads."""
+_SECRET_FIELDS = frozenset({"encryption_key"})
+
+
+def load_settings() -> SleuthSettings:
+    """The settings the environment gives now, validated (`SettingsError` names a bad variable)."""
+    snapshot = tuple(
+        sorted(
+            (key, value) for key, value in os.environ.items() if key.upper().startswith(ENV_PREFIX)
+        )
+    )
+    return _validated(snapshot)
+
+
+@functools.lru_cache(maxsize=16)
+def _validated(snapshot: tuple[tuple[str, str], ...]) -> SleuthSettings:
+    # Keyed on the SLEUTH_* variables, so a changed variable is read again and an unchanged
+    # environment is validated once, however often library code asks.
+    try:
+        return SleuthSettings()
+    except ValidationError as exc:
+        raise SettingsError("; ".join(_describe(error) for error in exc.errors())) from None
+
+
+def _describe(error: Any) -> str:
+    field = str(error["loc"][0]) if error["loc"] else ""
+    if field not in SleuthSettings.model_fields:
+        return str(error["msg"])
+    variable = env_name(field)
+    raw = os.environ.get(variable, str(error.get("input", "")))
+    shown = "(hidden)" if field in _SECRET_FIELDS else repr(redact(raw))
+    reason = str(error["msg"]).removeprefix("Value error, ")
+    return f"{variable}={shown} is not valid ({reason}); expected {expected_form(field)}"
+
+
+def expected_form(field: str) -> str:
+    """What a variable takes, in words: `a whole number greater than 0`, `one of: console, json`."""
+    info = SleuthSettings.model_fields[field]
+    annotation = _without_none(info.annotation)
+    bound = next((m.gt for m in info.metadata if hasattr(m, "gt")), None)
+    if typing.get_origin(annotation) is Annotated:
+        inner, *extras = typing.get_args(annotation)
+        annotation = inner
+        bound = next((m.gt for m in extras if hasattr(m, "gt")), bound)
+    above = f" greater than {bound}" if bound is not None else ""
+    if typing.get_origin(annotation) is Literal:
+        return "one of: " + ", ".join(str(choice) for choice in typing.get_args(annotation))
+    if annotation is int:
+        return f"a whole number{above}"
+    if annotation is float:
+        return f"a number{above}"
+    if annotation is Path:
+        return "a path"
+    if typing.get_origin(annotation) is list:
+        return f"paths separated by {os.pathsep!r}"
+    if typing.get_origin(annotation) is dict:
+        return "name=URL pairs separated by commas, e.g. audit=jsonl:///srv/rows/audit.jsonl"
+    return "text"
+
+
+def _without_none(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return annotation

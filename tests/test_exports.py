@@ -1,0 +1,44 @@
+"""`sleuth` exports every public name lazily, and shows type checkers the same names with their
+real types: the `TYPE_CHECKING` block imports exactly what `_EXPORTS` maps, from the same module."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import sleuth
+
+INIT = Path(sleuth.__file__)
+
+
+def type_checking_imports() -> list[tuple[str, str, str | None]]:
+    """(module, name, alias) of every import in `sleuth/__init__.py`'s `if TYPE_CHECKING:` block."""
+    tree = ast.parse(INIT.read_text())
+    [block] = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    ]
+    found = []
+    for statement in block.body:
+        assert isinstance(statement, ast.ImportFrom) and statement.module
+        found += [(statement.module, alias.name, alias.asname) for alias in statement.names]
+    return found
+
+
+def test_type_checkers_see_every_export_from_its_module() -> None:
+    imports = type_checking_imports()
+    assert sorted((module, name) for module, name, _ in imports) == sorted(
+        (module, name) for name, module in sleuth._EXPORTS.items()
+    )
+    # `import X as X`: an explicit re-export, visible with mypy --no-implicit-reexport too.
+    assert all(alias == name for _, name, alias in imports)
+
+
+def test_every_export_loads_lazily_as_the_object_its_module_defines() -> None:
+    for name, module in sleuth._EXPORTS.items():
+        assert getattr(sleuth, name) is getattr(importlib.import_module(module), name)
+    assert sleuth.ResearchReport.__module__ == "sleuth.research.report"

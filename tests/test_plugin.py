@@ -1,0 +1,206 @@
+"""`SleuthPlugin` on a plain temporalio `Client` and `Worker` — no Sleuth helpers — runs Sleuth."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from research_scripts import ResearchScript, lookup
+from temporalio import activity
+from temporalio import client as temporal_client
+from temporalio import worker as temporal_worker
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from activities.research_models import ResearchOutcome, ResearchRequest
+from sleuth import App, create_research_workflow
+from sleuth.errors import SleuthError
+from sleuth.models.scripted import ScriptedModel
+from tests.apps.ping_app import PingWorkflow
+from workers.codec import new_key
+from workers.plugin import SleuthPlugin, SleuthPluginError
+from workflows import ALL_WORKFLOWS
+from workflows.research import ResearchWorkflow
+
+HISTORY = Path(__file__).parent / "histories" / "research_replan.json"
+
+
+def research_app() -> App:
+    app = App()
+    app.research(
+        "market",
+        create_research_workflow(
+            model=ScriptedModel(responder=ResearchScript(verdicts=[True])), tools=[lookup]
+        ),  # type: ignore[arg-type]
+    )
+    return app
+
+
+def address(env: WorkflowEnvironment) -> str:
+    return env.client.service_client.config.target_host
+
+
+async def research(
+    client: Client, task_queue: str, workflow_id: str | None = None
+) -> dict[str, Any]:
+    outcome: ResearchOutcome = await client.execute_workflow(
+        ResearchWorkflow.run,
+        ResearchRequest(prompt="How fast did the CRM market grow?", research="market"),
+        id=workflow_id or f"plugin-{uuid.uuid4()}",
+        task_queue=task_queue,
+        execution_timeout=timedelta(minutes=5),
+    )
+    return outcome.model_dump(mode="json")["final_state"]
+
+
+async def test_three_lines_add_sleuth_to_a_plain_client_and_worker(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    task_queue = str(uuid.uuid4())
+    client = await Client.connect(address(dev_env), plugins=[SleuthPlugin(research_app())])
+    async with Worker(client, task_queue=task_queue, workflows=[PingWorkflow]):
+        report = await research(client, task_queue)
+        # The worker's own workflows run beside Sleuth's.
+        pong = await client.execute_workflow(
+            PingWorkflow.run, "hi", id=f"ping-{uuid.uuid4()}", task_queue=task_queue
+        )
+    assert report["end_reason"] == "grounded" and report["grounding_score"] == 1.0
+    assert report["nodes"] == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert [e["tool"] for e in report["evidence"]] == ["lookup"]
+    assert pong == "pong: hi"
+
+
+async def test_a_worker_takes_the_plugin_when_its_client_already_speaks_pydantic(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    task_queue = str(uuid.uuid4())
+    async with Worker(
+        dev_env.client, task_queue=task_queue, plugins=[SleuthPlugin(research_app())]
+    ):
+        report = await research(dev_env.client, task_queue)
+    assert report["end_reason"] == "grounded"
+
+
+async def test_a_client_without_the_pydantic_converter_is_refused_with_what_to_do(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    plain = await Client.connect(address(dev_env))
+    with pytest.raises(SleuthPluginError, match=r"connect it with plugins=\[SleuthPlugin\(app\)\]"):
+        Worker(plain, task_queue="never-polled", plugins=[SleuthPlugin(App())])
+
+
+async def test_the_worker_gets_workflows_activities_failure_types_passthroughs_and_throttle(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    client = await Client.connect(address(dev_env), plugins=[SleuthPlugin(research_app())])
+    worker = Worker(
+        client, task_queue="never-polled", max_heartbeat_throttle_interval=timedelta(seconds=60)
+    )
+    config = worker.config(active_config=True)
+    assert set(ALL_WORKFLOWS) <= set(config["workflows"])
+    names = {activity._Definition.must_from_callable(a).name for a in config["activities"]}
+    assert {"research.execute", "agent.tool", "scan.research_item", "pipeline.stage"} <= names
+    assert {ValidationError, SleuthError} <= set(config["workflow_failure_exception_types"])
+    runner = config["workflow_runner"]
+    assert isinstance(runner, SandboxedWorkflowRunner)
+    assert {"sleuth", "activities"} <= runner.restrictions.passthrough_modules
+    assert config["max_heartbeat_throttle_interval"] == timedelta(seconds=5)
+
+
+class CountingInterceptor(temporal_client.Interceptor, temporal_worker.Interceptor):
+    """Counts workflow starts (client side) and activity executions (worker side)."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.activities: list[str] = []
+
+    def intercept_client(
+        self, next: temporal_client.OutboundInterceptor
+    ) -> temporal_client.OutboundInterceptor:
+        return _CountStarts(next, self)
+
+    def intercept_activity(
+        self, next: temporal_worker.ActivityInboundInterceptor
+    ) -> temporal_worker.ActivityInboundInterceptor:
+        return _CountActivities(next, self)
+
+
+class _CountStarts(temporal_client.OutboundInterceptor):
+    def __init__(self, next: temporal_client.OutboundInterceptor, owner: CountingInterceptor):
+        super().__init__(next)
+        self.owner = owner
+
+    async def start_workflow(self, input: temporal_client.StartWorkflowInput) -> Any:
+        self.owner.started.append(input.workflow)
+        return await super().start_workflow(input)
+
+
+class _CountActivities(temporal_worker.ActivityInboundInterceptor):
+    def __init__(
+        self, next: temporal_worker.ActivityInboundInterceptor, owner: CountingInterceptor
+    ) -> None:
+        super().__init__(next)
+        self.owner = owner
+
+    async def execute_activity(self, input: temporal_worker.ExecuteActivityInput) -> Any:
+        self.owner.activities.append(activity.info().activity_type)
+        return await super().execute_activity(input)
+
+
+async def test_interceptors_given_to_the_plugin_wrap_the_client_and_its_workers(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    counting = CountingInterceptor()
+    plugin = SleuthPlugin(research_app(), interceptors=[counting])
+    client = await Client.connect(address(dev_env), plugins=[plugin])
+    task_queue = str(uuid.uuid4())
+    workflow_id = f"intercepted-{uuid.uuid4()}"
+    async with Worker(client, task_queue=task_queue):
+        await research(client, task_queue, workflow_id)
+    history = await dev_env.client.get_workflow_handle(workflow_id).fetch_history()
+    scheduled = [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert counting.started == ["ResearchWorkflow"]
+    assert scheduled[0] == "research.execute" and counting.activities == scheduled
+
+
+async def test_with_a_key_the_plugin_encrypts_and_a_worker_on_a_clear_client_is_refused(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", new_key())
+    client = await Client.connect(address(dev_env), plugins=[SleuthPlugin(App())])
+    handle = await client.start_workflow(
+        ResearchWorkflow.run,
+        ResearchRequest(prompt="secret question", research="market"),
+        id=f"sealed-{uuid.uuid4()}",
+        task_queue=str(uuid.uuid4()),
+    )
+    history = await dev_env.client.get_workflow_handle(handle.id).fetch_history()
+    sealed = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
+    assert sealed.metadata["encoding"] == b"binary/encrypted"
+    assert b"secret question" not in sealed.data
+    await handle.terminate()
+
+    with pytest.raises(SleuthPluginError, match="does not encrypt"):
+        Worker(dev_env.client, task_queue="never-polled", plugins=[SleuthPlugin(App())])
+
+
+async def test_a_replayer_with_the_plugin_replays_history_without_loading_the_app() -> None:
+    def no_app() -> App:
+        raise AssertionError("replaying needs no App")
+
+    replayer = Replayer(workflows=[], plugins=[SleuthPlugin(no_app)])
+    result = await replayer.replay_workflow(
+        WorkflowHistory.from_json("plugin-replay", HISTORY.read_text())
+    )
+    assert result.replay_failure is None

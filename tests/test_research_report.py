@@ -1,0 +1,216 @@
+"""The typed research report: item access, each finding once, sources in citation order, short
+excerpts, and the report a person reads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, Field
+from research_scripts import FACT, ResearchScript, lookup, scripted_model, tool_rounds
+
+from activities.research_models import ResearchOutcome
+from sleuth import create_research_workflow
+from sleuth.models.base import ModelResponse
+from sleuth.models.scripted import ModelCall, ScriptedModel, structured, text, tool_call
+from sleuth.research import (
+    ClaimRecord,
+    Node,
+    ResearchState,
+    build_final_state,
+    dedupe_findings,
+    node_of_request,
+)
+from workers.cli_research import format_report
+
+
+class Report(BaseModel):
+    summary: str
+    key_findings: list[str]
+    sources: list[str] = Field(default_factory=list)
+
+
+def test_dedupe_normalises_case_space_and_punctuation() -> None:
+    assert dedupe_findings(
+        ["The market grew 12%.", "the  market grew 12 %", "THE MARKET, GREW: 12% [3]"]
+    ) == ["The market grew 12%."]
+
+
+def test_a_finding_contained_in_another_is_one_finding_worded_the_longer_way() -> None:
+    findings = [
+        "Revenue rose in 2024.",
+        "Costs fell.",
+        "Revenue rose in 2024 according to the annual report.",
+        "costs fell",
+    ]
+    assert dedupe_findings(findings) == [
+        "Revenue rose in 2024 according to the annual report.",
+        "Costs fell.",
+    ]
+    # One finding that covers two earlier ones replaces both, where the first stood.
+    assert dedupe_findings(["A grew.", "B shrank.", "Then A grew. B shrank.", "C held."]) == [
+        "Then A grew. B shrank.",
+        "C held.",
+    ]
+
+
+def test_containment_is_of_whole_words() -> None:
+    assert dedupe_findings(["Sales grew 12 percent.", "Sales grew 120 percent."]) == [
+        "Sales grew 12 percent.",
+        "Sales grew 120 percent.",
+    ]
+    assert dedupe_findings(["cat", "concatenate files"]) == ["cat", "concatenate files"]
+
+
+def finished_state(claims: list[ClaimRecord]) -> ResearchState:
+    return ResearchState(prompt="q?", claims=claims, end_reason="grounded")
+
+
+def test_report_reads_by_attribute_and_by_key() -> None:
+    report = build_final_state(finished_state([]))
+    assert report["end_reason"] == report.end_reason == "grounded"
+    assert report["usage"]["total_tokens"] == report.usage.total_tokens == 0
+    with pytest.raises(KeyError, match="ResearchReport has no field 'grounding'; fields: prompt"):
+        report["grounding"]
+    with pytest.raises(ValueError, match="has not finished"):
+        build_final_state(ResearchState(prompt="q?"))
+
+
+def multi_source_model(summary: str, citations: list[list[int]]) -> ScriptedModel:
+    """Two lookups, a summary, and a judge that cites `citations[n]` for claim n+1."""
+
+    def respond(call: ModelCall) -> ModelResponse:
+        node = node_of_request(call.messages)
+        if node == Node.EXECUTE:
+            done = tool_rounds(call)
+            if done < 2:
+                return tool_call("lookup_source", source=f"report-{done + 1}.pdf")
+            return text("done")
+        if node == Node.GROUNDING_EVAL:
+            claims = call.messages[-1].content.split("Claims:\n", 1)[1].splitlines()
+            assert len(claims) == len(citations), claims
+            return structured(
+                {
+                    "verdicts": [
+                        {"claim": n, "supported": True, "score": 1.0, "evidence": cited}
+                        for n, cited in enumerate(citations, start=1)
+                    ]
+                }
+            )
+        return text(summary)
+
+    return ScriptedModel(responder=respond)
+
+
+def lookup_source(source: str) -> str:
+    """Read one analyst report."""
+    return json.dumps({"text": f"{FACT} (from {source})", "source": source})
+
+
+async def test_sources_are_unique_and_in_order_of_first_citation() -> None:
+    summary = (
+        "Gartner says the CRM market grew 12 percent. The growth was 12 percent in 2024 overall. "
+        "Analysts agree the CRM market grew strongly."
+    )
+    spec = create_research_workflow(
+        model=multi_source_model(summary, [[2], [1, 2], [2]]), tools=[lookup_source]
+    )
+    report = (await spec.execute("CRM growth?")).final_state
+    assert [e.arguments["source"] for e in report.evidence] == ["report-1.pdf", "report-2.pdf"]
+    assert report.sources == ["report-2.pdf", "report-1.pdf"]
+    assert [c.reference for c in report.claims[1].citations] == ["report-1.pdf", "report-2.pdf"]
+
+
+async def test_the_report_lists_each_finding_once() -> None:
+    repeated = {
+        "summary": "The CRM market grew 12 percent in 2024. Gartner measured the growth.",
+        "key_findings": [
+            "The CRM market grew 12 percent in 2024",
+            "the CRM market grew 12 percent in 2024, according to Gartner.",
+            "Gartner measured the growth.",
+        ],
+        "sources": ["gartner-2024.pdf", "gartner-2024.pdf"],
+    }
+    script = ResearchScript()
+    judged: list[list[str]] = []
+
+    def respond(call: ModelCall) -> ModelResponse:
+        node = node_of_request(call.messages)
+        if node == Node.SUMMARIZE:
+            return text(json.dumps(repeated))
+        if node == Node.GROUNDING_EVAL:
+            judged.append(call.messages[-1].content.split("Claims:\n", 1)[1].splitlines())
+        return script(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=respond), tools=[lookup], output_schema=Report
+    )
+    report = (await spec.execute("CRM growth?")).final_state
+    once = [
+        "the CRM market grew 12 percent in 2024, according to Gartner.",
+        "Gartner measured the growth.",
+    ]
+    # The schema's own lists lose their repeats; the findings judged and shown are each once.
+    assert report.structured_output.key_findings == once
+    assert report.structured_output.sources == ["gartner-2024.pdf"]
+    assert [c.claim for c in report.claims] == once
+    assert judged == [[f"{n}. {claim}" for n, claim in enumerate(once, start=1)]]
+
+    outcome = ResearchOutcome(
+        final_state=report,
+        state_ref="ref",
+        research="market",
+        workflow_id="wf",
+        run_id="run",
+    )
+    printed = format_report(outcome, "http://ui")
+    assert '"key_findings": [' in printed
+    findings = printed.split("Findings\n--------\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(findings) == len(report.claims)
+    assert findings == [f"✓ {claim}  ([1] gartner-2024.pdf)" for claim in once]
+    assert "Sources\n-------\n- gartner-2024.pdf\n" in printed
+
+
+async def test_a_schema_that_needs_the_repeats_keeps_them() -> None:
+    class TwoFindings(BaseModel):
+        summary: str
+        key_findings: list[str] = Field(min_length=2)
+
+    answer = {"summary": FACT, "key_findings": [FACT, FACT.upper()]}
+
+    def respond(call: ModelCall) -> ModelResponse:
+        if node_of_request(call.messages) == Node.SUMMARIZE:
+            return text(json.dumps(answer))
+        return ResearchScript()(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=respond), tools=[lookup], output_schema=TwoFindings
+    )
+    report = (await spec.execute("q?")).final_state
+    assert report.structured_output.key_findings == answer["key_findings"]
+    assert report.output_error is None
+
+
+async def test_a_claim_keeps_a_short_excerpt_around_what_it_cites() -> None:
+    filler = "Unrelated filler about office furniture and parking. " * 400
+    output = filler + FACT + " " + filler
+
+    def long_report(topic: str) -> str:
+        """Read the whole annual report."""
+        return output
+
+    def execute(call: ModelCall) -> ModelResponse:
+        return tool_call("long_report", topic="crm") if not tool_rounds(call) else text(FACT)
+
+    spec = create_research_workflow(
+        model=scripted_model(ResearchScript(execute_turn=execute)), tools=[long_report]
+    )
+    report = (await spec.execute("q?")).final_state
+    [claim] = report.claims
+    [excerpt] = claim.evidence_text
+    assert FACT in excerpt and len(excerpt) <= 310 < len(output)
+    [citation] = claim.citations
+    assert citation.source == 'long_report({"topic": "crm"})'
+    start, end = map(int, citation.location.removeprefix("chars ").split("-"))
+    assert output[start:end].strip() in excerpt
+    assert report.sources == [f'long_report({{"topic": "crm"}})#chars {start}-{end}']

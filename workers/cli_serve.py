@@ -1,0 +1,55 @@
+"""`sleuth serve`: the HTTP API of `workers.serve` on uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workers.session import add_session_arguments, open_session
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve an HTTP API: start runs, get results, stream events (SSE), answer reviews",
+        description=(
+            "Serve Sleuth's HTTP API for applications: POST /runs, GET /runs/{id}, "
+            "GET /runs/{id}/events (server-sent events), GET and POST /runs/{id}/review. "
+            "OpenAPI docs at /docs."
+        ),
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; the API has no authentication of its "
+        "own, so put a proxy with one in front before listening elsewhere)",
+    )
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    add_session_arguments(parser)
+    parser.set_defaults(func=run_serve_command)
+
+
+async def run_serve_command(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from workers.serve import create_api
+    except ImportError as exc:
+        print(
+            f"sleuth: serve needs FastAPI and uvicorn ({exc}); install them with "
+            "pip install 'sleuth[serve]'",
+            file=sys.stderr,
+        )
+        return 2
+    async with open_session(args.app, task_queue=args.task_queue) as session:
+        api = create_api(session.client, session.task_queue)
+        config = uvicorn.Config(api, host=args.host, port=args.port, log_level="warning")
+        server = uvicorn.Server(config)
+        print(
+            f"sleuth serve: http://{args.host}:{args.port} (runs go to task queue "
+            f"{session.task_queue!r}; API docs at /docs)",
+            file=sys.stderr,
+            flush=True,
+        )
+        await server.serve()
+    return 0

@@ -1,0 +1,160 @@
+"""`SleuthPlugin`: everything a Temporal client and worker need to run Sleuth, in one object.
+
+```python
+client = await Client.connect("localhost:7233", plugins=[SleuthPlugin(app)])
+worker = Worker(client, task_queue="sleuth")   # inherits the plugin: Sleuth's workflows and activities
+```
+
+The plugin gives the client the pydantic data converter (with the AES-GCM codec when an
+encryption key is configured, see `workers/codec.py`), and every worker built on that client
+Sleuth's workflows, the App's activities, the exception types that fail a run instead of retrying
+its workflow task, the sandbox passthroughs for Sleuth's own modules, and a heartbeat throttle
+short enough for checkpointed activities. A worker whose client was connected without it can take
+it directly: `Worker(client, task_queue=..., plugins=[SleuthPlugin(app)])`; its client must then
+already use the pydantic data converter.
+
+Interceptors (tracing, metrics) that should wrap every Sleuth client and worker go in
+`interceptors=`: client interceptors reach the client, worker interceptors every worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Interceptor as ClientInterceptor
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Interceptor as WorkerInterceptor
+from temporalio.worker import WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from activities import build_activities
+from sleuth.app import App, set_current_app
+from sleuth.errors import SleuthError
+from workers import codec
+from workflows import ALL_WORKFLOWS
+
+PLUGIN_NAME = "sleuth.SleuthPlugin"
+HEARTBEAT_THROTTLE_SECONDS = 5.0
+"""Longest a worker holds an activity's heartbeat back before sending it to the server."""
+PASSTHROUGH_MODULES = ("sleuth", "activities")
+"""Modules the workflow sandbox shares with the worker instead of re-importing them per run."""
+FAILURE_EXCEPTION_TYPES: tuple[type[BaseException], ...] = (ValidationError, SleuthError)
+"""Raised in workflow code, these fail the run with their message. Otherwise the SDK fails the
+workflow *task*, and the server retries it forever: a workflow input that does not fit its model
+(a typo in `temporal workflow start --input`) would never end."""
+
+
+class SleuthPluginError(SleuthError, ValueError):
+    """The plugin cannot be combined with the client or worker it was given; the message says why."""
+
+
+class SleuthPlugin(SimplePlugin):
+    """Adds Sleuth to a Temporal client and its workers (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: App | Callable[[], App],
+        *,
+        interceptors: Sequence[ClientInterceptor | WorkerInterceptor] = (),
+    ) -> None:
+        """`app` is the App whose activities workers serve; a function returning it defers loading
+        the App until a worker is built (a client that only starts runs never loads it)."""
+        self._app: App | None = app if isinstance(app, App) else None
+        self._load_app: Callable[[], App] = (lambda: app) if isinstance(app, App) else app
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=_sleuth_data_converter,
+            interceptors=list(interceptors),
+            workflows=lambda existing: [*(existing or []), *ALL_WORKFLOWS],
+            activities=self._with_activities,
+            workflow_runner=_with_passthroughs,
+            workflow_failure_exception_types=list(FAILURE_EXCEPTION_TYPES),
+        )
+
+    @property
+    def app(self) -> App:
+        """The App this plugin serves, loaded on first use."""
+        if self._app is None:
+            self._app = self._load_app()
+        return self._app
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Sleuth's workflows and activities, after checking the client's data converter."""
+        _require_sleuth_converter(config["client"].data_converter)  # type: ignore[typeddict-item]
+        config = super().configure_worker(config)
+        throttle = timedelta(seconds=HEARTBEAT_THROTTLE_SECONDS)
+        current = config.get("max_heartbeat_throttle_interval")
+        # The SDK holds heartbeats back for up to 0.8 x the heartbeat timeout; sending each timer
+        # beat (every third of the timeout) keeps the server's view of a live attempt fresh, so a
+        # short server restart does not declare it dead. Checkpoints never depend on it.
+        if current is None or current > throttle:
+            config["max_heartbeat_throttle_interval"] = throttle
+        return config
+
+    def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Any]:
+        app = self.app
+        set_current_app(app)
+        return [*(existing or []), *build_activities(app)]
+
+
+def _sleuth_data_converter(existing: DataConverter | None) -> DataConverter:
+    """The client's converter with pydantic payloads (in place of the default JSON ones) and,
+    when a key is configured, Sleuth's codec."""
+    if existing is None:
+        return codec.data_converter()
+    if existing.payload_converter_class is DefaultPayloadConverter:
+        existing = dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
+    _require_pydantic(existing)
+    ours = codec.configured_codec()
+    if ours is None or isinstance(existing.payload_codec, codec.AESGCMCodec):
+        return existing
+    if existing.payload_codec is not None:
+        raise SleuthPluginError(
+            "the client has a payload codec of its own and an encryption key is configured "
+            f"({codec.KEY_ENV} / {codec.KEY_FILE_ENV}): chain the two codecs yourself, or unset "
+            "the key"
+        )
+    return dataclasses.replace(existing, payload_codec=ours)
+
+
+def _require_pydantic(converter: DataConverter) -> None:
+    if not issubclass(converter.payload_converter_class, PydanticPayloadConverter):
+        name = converter.payload_converter_class.__name__
+        raise SleuthPluginError(
+            f"Sleuth's workflows exchange pydantic models, but this client's payload converter "
+            f"is {name}: "
+            "connect it with plugins=[SleuthPlugin(app)] (its workers then inherit the plugin), "
+            "or with temporalio.contrib.pydantic's pydantic_data_converter"
+        )
+
+
+def _require_sleuth_converter(converter: DataConverter) -> None:
+    _require_pydantic(converter)
+    if converter.payload_codec is None and codec.configured_codec() is not None:
+        raise SleuthPluginError(
+            f"an encryption key is configured ({codec.KEY_ENV} / {codec.KEY_FILE_ENV}) but this "
+            "worker's client does not encrypt: connect the client with "
+            "plugins=[SleuthPlugin(app)] so the worker inherits the codec"
+        )
+
+
+def _with_passthroughs(runner: WorkflowRunner | None) -> WorkflowRunner:
+    if runner is None:
+        raise SleuthPluginError("the worker has no workflow runner for SleuthPlugin to configure")
+    if isinstance(runner, SandboxedWorkflowRunner):
+        return dataclasses.replace(
+            runner,
+            restrictions=runner.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES),
+        )
+    return runner
+
+
+def client_plugin(plugins: Sequence[Any]) -> SleuthPlugin | None:
+    """The SleuthPlugin among a client's plugins (`client.config()["plugins"]`), if any."""
+    return next((plugin for plugin in plugins if isinstance(plugin, SleuthPlugin)), None)
