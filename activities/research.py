@@ -158,6 +158,7 @@ class ResearchActivities:
                     max_replans=request.max_replans,
                     max_regenerations=request.max_regenerations,
                     causal_inference=request.causal_inference,
+                    claim_threshold=request.claim_threshold,
                 )
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc

@@ -101,8 +101,8 @@ class ResearchRequest(ResearchInputs):
     """Input of `ResearchWorkflow`. Plain JSON: `{"prompt": "…", "research": "market-report"}`.
 
     Besides the fields here: `prompt` (at most 32,000 characters), and the per-run overrides
-    `grounding_threshold` (0 to 1), `max_replans` and `max_regenerations` (0 to 10) and
-    `causal_inference` (true or false). Unknown keys
+    `grounding_threshold` (0 to 1), `max_replans` and `max_regenerations` (0 to 10),
+    `causal_inference` (true or false) and `claim_threshold` (0 to 1). Unknown keys
     and out-of-bounds values fail the run at once, naming the field.
     """
 
@@ -131,6 +131,7 @@ class NodeInput(BaseModel):
     max_replans: int | None = None
     max_regenerations: int | None = None
     causal_inference: bool | None = None
+    claim_threshold: float | None = None
 
 
 class NodeOutput(BaseModel):

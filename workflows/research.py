@@ -96,6 +96,7 @@ class ResearchWorkflow:
                     max_replans=request.max_replans if first else None,
                     max_regenerations=request.max_regenerations if first else None,
                     causal_inference=request.causal_inference if first else None,
+                    claim_threshold=request.claim_threshold if first else None,
                 ),
                 config,
                 digest,

@@ -120,6 +120,12 @@ def split_claims(text: str, *, min_words: int = 4) -> list[str]:
     return claims
 
 
+def without_citation_marks(text: str) -> str:
+    """`text` without `[n]` citation marks, its space normalised (`grew 12% [1].` -> `grew 12%.`)."""
+    cleaned = " ".join(CITATION.sub(" ", text).split())
+    return re.sub(r"\s+([.,;:!?])", r"\1", cleaned)
+
+
 def content_words(text: str) -> set[str]:
     """The lower-cased words of `text` that are not stopwords (numbers kept whole: `3.10`, `50%`)."""
     return {

@@ -1,7 +1,8 @@
 """Passages: the evidence cut into a few sentences each, and the ones that best match a claim.
 
 A successful tool call's output is either a search result (a JSON list of rows with `text`, and
-usually `source` and `location`, as `search_<store>` tools return) or plain text. Each row, or
+usually `source` and `location`, as `search_<store>` tools return; or one such object) or plain
+text. Each row, or
 the whole plain output, is a document; documents are cut at sentence ends into passages of at
 most `max_chars` characters. A passage keeps where it came from: the evidence index, the source
 (the row's source, else the tool call), and its location (the row's `chars A-B` narrowed to the
@@ -83,7 +84,7 @@ def documents(item: EvidenceItem) -> list[tuple[int | None, str, str, str]]:
         (
             number,
             row["text"],
-            str(row.get("source") or tool_call_label(item)),
+            str(row.get("source") or row.get("url") or tool_call_label(item)),
             str(row.get("location") or ""),
         )
         for number, row in enumerate(rows)
@@ -101,7 +102,8 @@ def document_text(item: EvidenceItem, row: int | None) -> str:
 
 
 def _search_rows(output: str) -> list[dict[str, Any]] | None:
-    """The rows of a search result (a JSON list of objects with a `text` string), else None."""
+    """The rows of a search result (a JSON list of objects with a `text` string, or one such
+    object), else None."""
     stripped = output.lstrip()
     if not stripped.startswith(("[", "{")):
         return None
@@ -111,7 +113,8 @@ def _search_rows(output: str) -> list[dict[str, Any]] | None:
         return None
     if isinstance(parsed, dict):
         lists = [parsed[key] for key in _ROW_LISTS if isinstance(parsed.get(key), list)]
-        parsed = lists[0] if lists else None
+        # One object with a text of its own (`{"text": ..., "source": ...}`) is one row.
+        parsed = lists[0] if lists else [parsed]
     if (
         isinstance(parsed, list)
         and parsed

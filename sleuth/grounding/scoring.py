@@ -20,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from sleuth.grounding.claims import without_citation_marks
 from sleuth.grounding.passages import Passage
 from sleuth.models.base import Message, Model, ModelResponse
 
@@ -54,13 +55,14 @@ class ModelScore:
 
 
 def judge_messages(claim: str, passages: list[Passage]) -> list[Message]:
-    """The yes/no question: instructions, then the passages, then the claim."""
+    """The yes/no question: instructions, then the passages, then the claim (without the `[n]`
+    citation marks a report writer adds: those number the writer's passages, not the judge's)."""
     blocks = [
         f"[{number}] ({passage.source}) {' '.join(passage.text.split())}"
         for number, passage in enumerate(passages, start=1)
     ]
     question = (
-        "Passages:\n" + "\n\n".join(blocks) + f"\n\nClaim: {' '.join(claim.split())}\n\n"
+        "Passages:\n" + "\n\n".join(blocks) + f"\n\nClaim: {without_citation_marks(claim)}\n\n"
         "Do the passages state this claim? Answer Yes or No."
     )
     return [Message(role="system", content=JUDGE_SYSTEM), Message(role="user", content=question)]

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from sleuth.record import Record
+
 Method = Literal["llm", "lexical", "mixed", "none", "logprobs", "verdict", "checks"]
 """How claims were scored. The batched judge: `llm`, `lexical` (no judge, or its answer did not
 parse), `mixed`. The claim-level judge: `logprobs` (P(supported) from the answer token's
@@ -13,8 +15,12 @@ probabilities), `verdict` (the judge's generated yes/no; providers without token
 `checks` (no judge model: the deterministic checks and word overlap alone). `none`: no claims."""
 
 
-class Citation(BaseModel):
-    """A passage of the evidence a verdict rests on, and the span of it quoted verbatim."""
+class Citation(Record):
+    """A passage of the evidence a verdict rests on, and the span of it quoted verbatim.
+
+    The one citation type: grounding verdicts carry it, and so do the research report's claims
+    (`sleuth.research.Citation` is this class). It reads like a dict too (`citation["quote"]`).
+    """
 
     evidence: int
     """1-based index of the evidence item (tool call) the passage comes from."""
@@ -23,10 +29,10 @@ class Citation(BaseModel):
     source: str
     """Where the text comes from: a retrieved chunk's source (`python-docs/compound`), else the
     tool call (`read_licence(name=Apache-2.0)`)."""
-    location: str
+    location: str = ""
     """Where in the source: `chars 15432-16526` (a chunk's own location narrowed to the passage),
     or character offsets in the tool output."""
-    quote: str
+    quote: str = ""
     """The sentence(s) of the passage closest to the claim, exactly as they appear in the
     evidence (in the tool output, or in the text field of the retrieved chunk)."""
 

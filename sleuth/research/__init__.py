@@ -6,9 +6,9 @@ runs every node as a Temporal activity that calls the very same node functions. 
 run ends with a `ResearchReport`.
 
 The modules follow the graph: `router` (the `Node` enum, the digest it reads, `next_node`,
-`end_reason`), `state`
-(what a run knows), `nodes` (the node functions and their prompts), `report` (the typed report:
-cite, deduplicate, order) and `spec` (`ResearchSpec`, the in-process runner).
+`end_reason`), `state` (what a run knows), `nodes` (the node functions and their prompts),
+`citations` (the numbered passages a writer cites), `report` (the typed report: deduplicate,
+order) and `spec` (`ResearchSpec`, the in-process runner).
 """
 
 from sleuth.research.nodes import (
@@ -29,13 +29,13 @@ from sleuth.research.nodes import (
     replan_node,
     report_text,
     summarize_node,
+    unsupported_claims,
 )
 from sleuth.research.report import (
     EvidenceRecord,
     ResearchReport,
     TokenUsage,
     build_final_state,
-    cite,
     dedupe_findings,
     finish,
     normalise,
@@ -94,7 +94,6 @@ __all__ = [
     "TokenUsage",
     "build_final_state",
     "causal_inference_node",
-    "cite",
     "create_research_workflow",
     "dedupe_findings",
     "end_reason",
@@ -112,4 +111,5 @@ __all__ = [
     "report_text",
     "sources",
     "summarize_node",
+    "unsupported_claims",
 ]

@@ -19,6 +19,7 @@ from sleuth.agent import Agent
 from sleuth.events import emit
 from sleuth.models import resolve
 from sleuth.models.base import Model, OutputSchema
+from sleuth.rag.embeddings import Embedder
 from sleuth.rag.tools import wire_datastores
 from sleuth.research.nodes import (
     EXECUTE_PROMPT,
@@ -76,6 +77,9 @@ class ResearchInputs(StrictInput):
     """Regenerations allowed, 0 to 10 (default: the config's)."""
     causal_inference: bool | None = None
     """Whether the causal inference node runs after execute (default: the config's)."""
+    claim_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The score a claim needs to count as grounded, 0 to 1 (default: the config's, else the
+    judge's calibrated threshold)."""
 
 
 class DatastoreSource(Protocol):
@@ -137,8 +141,12 @@ class ResearchSpec:
         max_iterations: int = 12,
         max_output_tokens: int | None = None,
         name: str = "research",
+        claim_threshold: float | None = None,
+        grounding_embedder: Embedder | None = None,
     ):
         _check_range("grounding_threshold", grounding_threshold, 0.0, 1.0)
+        if claim_threshold is not None:
+            _check_range("claim_threshold", claim_threshold, 0.0, 1.0)
         _check_range("max_replans", max_replans, 0, MAX_LOOPS)
         _check_range("max_regenerations", max_regenerations, 0, MAX_LOOPS)
         _check_range("max_iterations", max_iterations, 1, MAX_ITERATIONS)
@@ -151,6 +159,8 @@ class ResearchSpec:
         self.tools = list(tools)
         self.output_schema = output_schema
         self.grounding_threshold = grounding_threshold
+        self.claim_threshold = claim_threshold
+        self.grounding_embedder = grounding_embedder
         self.max_replans = max_replans
         self.max_regenerations = max_regenerations
         self.causal_inference = causal_inference
@@ -173,6 +183,7 @@ class ResearchSpec:
         max_replans: int | None = None,
         max_regenerations: int | None = None,
         causal_inference: bool | None = None,
+        claim_threshold: float | None = None,
     ) -> ResearchState:
         """A fresh run's state; the keyword arguments override the spec's settings for this run.
         Out-of-bounds values raise a ValidationError (a ValueError) naming the field."""
@@ -182,6 +193,7 @@ class ResearchSpec:
             max_replans=max_replans,
             max_regenerations=max_regenerations,
             causal_inference=causal_inference,
+            claim_threshold=claim_threshold,
         )
         return ResearchState(
             prompt=inputs.prompt,
@@ -189,6 +201,7 @@ class ResearchSpec:
             max_replans=_pick(inputs.max_replans, self.max_replans),
             max_regenerations=_pick(inputs.max_regenerations, self.max_regenerations),
             causal_inference=_pick(inputs.causal_inference, self.causal_inference),
+            claim_threshold=_pick(inputs.claim_threshold, self.claim_threshold),
         )
 
     async def execute(
@@ -197,9 +210,10 @@ class ResearchSpec:
         *,
         app: DatastoreSource | None = None,
     ) -> ResearchResult:
-        """Run the graph in-process. `inputs`: `{"prompt": ..., "grounding_threshold"?, "max_replans"?,
-        "max_regenerations"?, "causal_inference"?}` (see `ResearchInputs`) or the prompt itself. `app` resolves
-        datastore names (default: the App the current worker serves)."""
+        """Run the graph in-process. `inputs`: `{"prompt": ..., "grounding_threshold"?,
+        "max_replans"?, "max_regenerations"?, "causal_inference"?, "claim_threshold"?}` (see
+        `ResearchInputs`) or the prompt itself. `app` resolves datastore names (default: the App
+        the current worker serves)."""
         if isinstance(inputs, str):
             inputs = ResearchInputs(prompt=inputs)
         elif not isinstance(inputs, ResearchInputs):
@@ -210,6 +224,7 @@ class ResearchSpec:
             max_replans=inputs.max_replans,
             max_regenerations=inputs.max_regenerations,
             causal_inference=inputs.causal_inference,
+            claim_threshold=inputs.claim_threshold,
         )
         while (node := next_node(state)) != Node.DONE:
             state = await self.run_node(node, state, app=app)
@@ -314,11 +329,18 @@ def create_research_workflow(
     max_iterations: int = 12,
     max_output_tokens: int | None = None,
     name: str = "research",
+    claim_threshold: float | None = None,
+    grounding_embedder: Embedder | None = None,
 ) -> ResearchSpec:
     """A research graph with a post-hoc grounding loop.
 
     `model` is a `Model` or `"provider:name"` (None: the default model); `judge_model` scores the
-    claims (None: the same model; False: lexical judging only). `datastores` is a mapping
+    claims (None: the same model; False: the deterministic checks alone). Each claim is judged
+    against the evidence passages that match it best (`sleuth.grounding.ground_claims`; a
+    `grounding_embedder` adds embedding similarity to BM25 when choosing them) and counts as
+    grounded when its score reaches `claim_threshold` (None: the judge's calibrated threshold,
+    recorded in the report). `grounding_threshold` is the share of claims that must be grounded
+    for the run to finish without regenerating or replanning. `datastores` is a mapping
     `{name: {"retriever", "description", "top_k", "threshold"}}` or a list of names an `App`
     registered. `max_replans` and `max_regenerations` are 0 to 10. Run it with
     `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
@@ -339,6 +361,8 @@ def create_research_workflow(
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
         name=name,
+        claim_threshold=claim_threshold,
+        grounding_embedder=grounding_embedder,
     )
 
 
