@@ -179,11 +179,44 @@ async def test_the_report_lists_each_finding_once() -> None:
     printed = format_report(outcome, "http://ui")
     assert '"key_findings": [' in printed
     findings = printed.split("Findings\n--------\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert len(findings) == len(report.claims)
     cited = report.claims[0].citations[0].reference
-    assert cited.startswith("gartner-2024.pdf#chars ")
-    assert findings == [f"✓ {claim}  ([1] {cited})" for claim in once]
+    assert cited == f"gartner-2024.pdf#chars 0-{len(FACT)}"
+    # Each finding once, with its verdict, score and the quoted sentence it rests on.
+    assert findings == [
+        line
+        for claim in report.claims
+        for line in (f"✓ {claim.score:.2f} {claim.claim}", f'    [1] {cited}: "{FACT}"')
+    ]
+    assert [c.claim for c in report.claims] == once
     assert f"Sources\n-------\n- {cited}\n" in printed
+    assert "judge scripted (from its generated yes/no), a claim needs a score of" in printed
+
+
+async def test_the_printed_report_says_why_a_claim_is_not_supported() -> None:
+    def respond(call: ModelCall) -> ModelResponse:
+        node = node_of_request(call.messages)
+        if node in (Node.SUMMARIZE, Node.REGENERATE):
+            return text("The CRM market grew 15 percent in 2024 according to Gartner.")
+        return ResearchScript()(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=respond), tools=[lookup], max_replans=0, max_regenerations=0
+    )
+    report = (await spec.execute("CRM growth?")).final_state
+    outcome = ResearchOutcome(
+        final_state=report, state_ref="ref", research="market", workflow_id="wf", run_id="run"
+    )
+    printed = format_report(outcome, "http://ui")
+    findings = printed.split("Findings\n--------\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    [claim] = report.claims
+    assert not claim.grounded and "numbers" in claim.checks
+    assert findings == [
+        f"✗ {claim.score:.2f} The CRM market grew 15 percent in 2024 according to Gartner.",
+        f"    not supported: {claim.rationale}",
+        f'    closest: [1] gartner-2024.pdf#chars 0-{len(FACT)}: "{FACT}"',
+    ]
+    assert "numbers: 15" in claim.rationale
+    assert "Grounding score: 0% of claims grounded (the run needs 65%)" in printed
 
 
 async def test_a_schema_that_needs_the_repeats_keeps_them() -> None:
