@@ -13,6 +13,8 @@ import math
 import random
 import re
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
@@ -25,6 +27,8 @@ from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import (
     SUMMARIZE_PROMPT,
     Node,
+    ResearchReport,
+    ResearchSpec,
     ResearchState,
     node_of_request,
 )
@@ -79,11 +83,38 @@ class Writer:
         return text("Find how many widgets Acme shipped in 2024.")
 
 
-async def test_a_falsified_claim_makes_the_run_regenerate_in_process() -> None:
-    writer = Writer()
-    spec = create_research_workflow(model=ScriptedModel(responder=writer), tools=[lookup])
-    result = await spec.execute("How many widgets did Acme ship?")
-    report = result.final_state
+async def in_both_runners(
+    env: WorkflowEnvironment, make_spec: Callable[[], ResearchSpec], inputs: dict[str, Any]
+) -> list[ResearchReport]:
+    """The report of one run in-process (`spec.execute`) and of one durable run
+    (`ResearchWorkflow` on the time-skipping server), each with a fresh spec."""
+    in_process = (await make_spec().execute(inputs)).final_state
+    app = App()
+    app.research("grounding", make_spec())
+    task_queue = str(uuid.uuid4())
+    async with build_worker(env.client, app, task_queue=task_queue):
+        outcome: ResearchOutcome = await env.client.execute_workflow(
+            ResearchWorkflow.run,
+            ResearchRequest.model_validate({**inputs, "research": "grounding"}),
+            id=f"research-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+    return [in_process, outcome.final_state]
+
+
+async def test_a_falsified_claim_makes_the_run_regenerate(time_env: WorkflowEnvironment) -> None:
+    writers: list[Writer] = []
+
+    def make_spec() -> ResearchSpec:
+        writers.append(Writer())
+        return create_research_workflow(model=ScriptedModel(responder=writers[-1]), tools=[lookup])
+
+    runs = await in_both_runners(time_env, make_spec, {"prompt": "How many widgets?"})
+    for report, writer in zip(runs, writers, strict=True):
+        check_regenerated(report, writer)
+
+
+def check_regenerated(report: ResearchReport, writer: Writer) -> None:
     assert report.nodes == [
         "execute",
         "causal_inference",
@@ -101,7 +132,10 @@ async def test_a_falsified_claim_makes_the_run_regenerate_in_process() -> None:
     assert "numbers: 55" in unsupported and f'"{FACT}"' in unsupported
     assert [c.claim for c in report.claims] == [TRUE_CLAIM]
     [claim] = report.claims
-    assert claim.grounded and claim.model_score == 0.95 and claim.citations[0].quote == FACT
+    assert claim.grounded and claim.model_score == 0.95
+    assert claim.citations[0].quote == FACT and claim.evidence_text == [FACT]
+    assert report.claim_threshold == calibration_for("scripted", "logprobs").threshold
+    assert report.grounding_method == "logprobs" and report.grounding_judge == "scripted"
 
 
 async def test_a_falsified_claim_with_no_regeneration_left_makes_the_run_replan() -> None:
@@ -114,33 +148,6 @@ async def test_a_falsified_claim_with_no_regeneration_left_makes_the_run_replan(
     [replan] = writer.prompts[Node.REPLAN]
     assert FALSIFIED in replan and "numbers: 55" in replan
     assert report.end_reason == "grounded" and report.replan_count == 1
-
-
-async def test_a_falsified_claim_makes_the_durable_run_regenerate(
-    time_env: WorkflowEnvironment,
-) -> None:
-    writer = Writer()
-    app = App()
-    app.research(
-        "acme", create_research_workflow(model=ScriptedModel(responder=writer), tools=[lookup])
-    )
-    task_queue = str(uuid.uuid4())
-    async with build_worker(time_env.client, app, task_queue=task_queue):
-        outcome: ResearchOutcome = await time_env.client.execute_workflow(
-            ResearchWorkflow.run,
-            ResearchRequest(prompt="How many widgets did Acme ship?", research="acme"),
-            id=f"research-{uuid.uuid4()}",
-            task_queue=task_queue,
-        )
-    report = outcome.final_state
-    assert report.nodes[-3:] == ["grounding_eval", "regenerate", "grounding_eval"]
-    assert report.score_history == [0.5, 1.0] and report.end_reason == "grounded"
-    assert FALSIFIED in writer.prompts[Node.REGENERATE][0].split("Unsupported claims", 1)[1]
-    # The report that crossed the wire keeps the verdict's quoted citation and the threshold.
-    [claim] = report.claims
-    assert claim.citations[0].quote == FACT and claim.evidence_text == [FACT]
-    assert report.claim_threshold == calibration_for("scripted", "logprobs").threshold
-    assert report.grounding_method == "logprobs" and report.grounding_judge == "scripted"
 
 
 async def test_the_claim_threshold_is_the_judges_calibrated_one_unless_set() -> None:
@@ -164,20 +171,31 @@ async def test_the_claim_threshold_is_the_judges_calibrated_one_unless_set() -> 
     assert relaxed.claim_threshold == 0.2 and relaxed.grounding_score == 1.0
 
 
-async def test_a_report_written_without_evidence_is_not_grounded() -> None:
-    writer = Writer(searches=0)  # the agent answers from memory: no tool call, no evidence
-    spec = create_research_workflow(
-        model=ScriptedModel(responder=writer), max_replans=1, max_regenerations=1
-    )
-    report = (await spec.execute("How many widgets did Acme ship?")).final_state
-    assert report.evidence == [] and report.score_history == [0.0, 0.0, 0.0]
-    assert report.end_reason == "max_replans"
-    assert all(not c.grounded and c.rationale == NO_EVIDENCE for c in report.claims)
-    assert Node.GROUNDING_EVAL not in writer.prompts  # nothing to ask the judge about
-    assert "(no evidence was gathered)" in writer.prompts[Node.SUMMARIZE][0]
+async def test_a_report_written_without_evidence_is_not_grounded(
+    time_env: WorkflowEnvironment,
+) -> None:
+    writers: list[Writer] = []
+
+    def make_spec() -> ResearchSpec:
+        writers.append(Writer(searches=0))  # the agent answers from memory: no evidence
+        return create_research_workflow(
+            model=ScriptedModel(responder=writers[-1]), max_replans=1, max_regenerations=1
+        )
+
+    runs = await in_both_runners(time_env, make_spec, {"prompt": "How many widgets?"})
+    for report, writer in zip(runs, writers, strict=True):
+        assert report.evidence == [] and report.score_history == [0.0, 0.0, 0.0]
+        assert report.end_reason == "max_replans"
+        assert report.claims and all(
+            not c.grounded and c.rationale == NO_EVIDENCE and not c.citations for c in report.claims
+        )
+        assert Node.GROUNDING_EVAL not in writer.prompts  # nothing to ask the judge about
+        assert "(no evidence was gathered)" in writer.prompts[Node.SUMMARIZE][0]
 
 
-async def test_writers_get_numbered_passages_and_invented_numbers_are_dropped() -> None:
+async def test_writers_get_numbered_passages_and_invented_numbers_are_dropped(
+    time_env: WorkflowEnvironment,
+) -> None:
     prompts: list[str] = []
 
     def respond(call: ModelCall) -> ModelResponse:
@@ -192,15 +210,18 @@ async def test_writers_get_numbered_passages_and_invented_numbers_are_dropped() 
             return text("Acme shipped 40 thousand widgets [1, 7]. It did so in 2024 [9].")
         return yes(0.95)
 
-    spec = create_research_workflow(
-        model=ScriptedModel(responder=respond), tools=[lookup], causal_inference=False
-    )
-    report = (await spec.execute("How many widgets did Acme ship?")).final_state
-    [prompt] = prompts
-    assert f"Passages:\n[1] (acme-annual-report.pdf) {FACT}" in prompt
-    assert "[2]" not in prompt
-    assert report.summary == "Acme shipped 40 thousand widgets [1]. It did so in 2024."
-    assert report.passage_references == [f"acme-annual-report.pdf#chars 0-{len(FACT)}"]
+    def make_spec() -> ResearchSpec:
+        return create_research_workflow(
+            model=ScriptedModel(responder=respond), tools=[lookup], causal_inference=False
+        )
+
+    runs = await in_both_runners(time_env, make_spec, {"prompt": "How many widgets?"})
+    assert len(prompts) == 2
+    for prompt, report in zip(prompts, runs, strict=True):
+        assert f"Passages:\n[1] (acme-annual-report.pdf) {FACT}" in prompt
+        assert "[2]" not in prompt
+        assert report.summary == "Acme shipped 40 thousand widgets [1]. It did so in 2024."
+        assert report.passage_references == [f"acme-annual-report.pdf#chars 0-{len(FACT)}"]
 
 
 def test_drop_invented_citations_keeps_numbers_that_exist() -> None:

@@ -6,8 +6,9 @@ Two judges:
   one yes/no question to the judge model scored from its token probabilities (or its generated
   verdict where a provider has none), deterministic checks (numbers, names, negation, swapped
   roles, unsupported content), a calibrated threshold, and citations quoted verbatim.
-- `judge_claims` (today's batched judge): all claims in one request against the numbered
-  evidence, with a lexical fallback. Kept for its callers and as the benchmark's baseline.
+- `judge_claims` (the former batched judge): all claims in one request against the numbered
+  evidence, with a lexical fallback. The research graph and agents use `ground_claims`; this
+  stays as the benchmark's baseline.
 
 `python -m bench.grounding` measures both; the README's Grounding section has the numbers.
 """

@@ -1,7 +1,7 @@
-"""Today's batched judge: every claim in one request against the numbered evidence trail.
+"""The former batched judge: every claim in one request against the numbered evidence trail.
 
-It stays for the callers that use it until they move to `ground_claims` (the claim-level judge),
-and as the baseline the grounding benchmark compares that judge with.
+The research graph and agents use `ground_claims` (the claim-level judge); this stays as the
+baseline the grounding benchmark compares that judge with.
 
 An LLM judge is used when one is given; its output is parsed leniently (JSON object, bare list,
 code fences, stray prose). Claims the judge left unanswered, or every claim when there is no
