@@ -261,3 +261,19 @@ async def test_a_claim_quotes_the_sentence_it_rests_on_not_the_whole_output() ->
     start, end = map(int, citation.location.removeprefix("chars ").split("-"))
     assert output[start:end] == FACT
     assert report.sources == [f"long_report(topic=crm)#chars {start}-{end}"]
+
+
+def test_one_citation_type_reads_old_and_new_json() -> None:
+    import sleuth
+    import sleuth.grounding
+    import sleuth.research
+
+    assert sleuth.research.Citation is sleuth.grounding.Citation is sleuth.Citation
+    # A citation stored before quotes existed (no location or quote) still reads, and reads by
+    # key like the rest of the report.
+    old = sleuth.Citation.model_validate({"evidence": 1, "tool": "lookup", "source": "a.pdf"})
+    assert (old.reference, old["quote"]) == ("a.pdf", "")
+    record = ClaimRecord.model_validate(
+        {"claim": "c", "score": 1.0, "grounded": True, "citations": [old.model_dump()]}
+    )
+    assert record.citations == [old] and record.checks == [] and record.model_score is None
