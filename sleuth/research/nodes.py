@@ -265,9 +265,8 @@ async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState
 async def _write_report(
     spec: ResearchSpec, model: Model, messages: list[Message], passages: list[str]
 ) -> dict[str, Any]:
-    """Ask for the report; with an output schema, validate it (one repair turn, then give up).
-    `passages` are the references of the numbered passages the prompt gave: an inline `[n]` the
-    writer cites beyond them is dropped."""
+    """Ask for the report (`_written_report`), then drop every inline `[n]` the writer cited
+    beyond `passages`, the references of the numbered passages its prompt gave."""
     update = await _written_report(spec, model, messages)
     count = len(passages)
     update["summary"] = drop_invented_citations(update["summary"], count)
@@ -286,6 +285,7 @@ async def _write_report(
 async def _written_report(
     spec: ResearchSpec, model: Model, messages: list[Message]
 ) -> dict[str, Any]:
+    """Ask for the report; with an output schema, validate it (one repair turn, then give up)."""
     schema = spec.output_json_schema()
     response = await model.request(
         messages, output_schema=schema, max_output_tokens=spec.max_output_tokens
