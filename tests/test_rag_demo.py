@@ -53,7 +53,7 @@ def test_demo_store_is_built_once_from_the_python_reference(sleuth_home: Path):
 def quoted_lines(prompt: str) -> list[str]:
     """One report line per passage that speaks to the question: a sentence of it, cited `[n]`."""
     lines = []
-    for number, passage in re.findall(r"(?m)^\[(\d+)\] \(python-docs/[^)]*\) (.*)$", prompt):
+    for number, passage in re.findall(r"(?m)^\[(\d+)\] (.*)$", prompt.split("Passages:")[1]):
         candidates = [
             sentence.strip()
             for sentence in re.split(r"(?<=[.!?])\s+", passage)

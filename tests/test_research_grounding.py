@@ -32,7 +32,12 @@ from sleuth.research import (
     ResearchState,
     node_of_request,
 )
-from sleuth.research.citations import drop_invented_citations
+from sleuth.research.citations import (
+    drop_invented_citations,
+    passage_references,
+    render_passages,
+    writer_passages,
+)
 from sleuth.state import EvidenceItem
 from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
@@ -218,7 +223,7 @@ async def test_writers_get_numbered_passages_and_invented_numbers_are_dropped(
     runs = await in_both_runners(time_env, make_spec, {"prompt": "How many widgets?"})
     assert len(prompts) == 2
     for prompt, report in zip(prompts, runs, strict=True):
-        assert f"Passages:\n[1] (acme-annual-report.pdf) {FACT}" in prompt
+        assert f"Passages:\nFrom acme-annual-report.pdf:\n[1] {FACT}" in prompt
         assert "[2]" not in prompt
         assert report.summary == "Acme shipped 40 thousand widgets [1]. It did so in 2024."
         assert report.passage_references == [f"acme-annual-report.pdf#chars 0-{len(FACT)}"]
@@ -295,3 +300,21 @@ async def test_every_quote_the_research_report_cites_is_verbatim_in_the_evidence
                 assert citation.quote in claim.evidence_text
                 checked += 1
     assert checked > 200
+
+
+def test_writer_passages_are_grouped_by_source_and_numbered_in_that_order() -> None:
+    rows = [
+        {"text": "Alpha one.", "source": "a.md"},
+        {"text": "Beta one.", "source": "b.md"},
+        {"text": "Alpha two.", "source": "a.md"},
+        {"text": "Alpha one.", "source": "a.md"},  # the same text again is shown once
+    ]
+    state = ResearchState(
+        prompt="q?",
+        evidence=[EvidenceItem(index=1, tool="search", output=json.dumps(rows))],
+    )
+    passages = writer_passages(state)
+    assert render_passages(passages) == (
+        "From a.md:\n[1] Alpha one.\n[2] Alpha two.\nFrom b.md:\n[3] Beta one."
+    )
+    assert passage_references(passages) == ["a.md#chars 0-10", "a.md#chars 0-10", "b.md#chars 0-9"]

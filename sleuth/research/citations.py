@@ -1,7 +1,7 @@
 """The numbered passages a report's writer reads, and the inline `[n]` citations it writes.
 
 The summarize, regenerate and causal inference nodes see the evidence as numbered passages (the
-same passages the grounding judge reads, `sleuth.grounding.split_passages`), each with its source,
+same passages the grounding judge reads, `sleuth.grounding.split_passages`) under their source,
 and are asked to cite them inline as `[n]`. The numbering is a pure function of the state, so
 regenerate sees the very numbers summarize saw. A number the writer cites that no passage has is
 dropped from the report; `ResearchState.passage_references` says what each `[n]` refers to.
@@ -29,8 +29,9 @@ _LONGEST_RANGE = 50
 def writer_passages(
     state: ResearchState, *, max_chars: int = WRITER_PASSAGE_CHARS
 ) -> list[Passage]:
-    """The passages a writer is given, in evidence order, each distinct text once; at most
-    `max_chars` of text, chosen by BM25 against the question when there is more."""
+    """The passages a writer is given, each distinct text once, grouped by source and in
+    evidence order within a source; at most `max_chars` of text, chosen by BM25 against the
+    question when there is more."""
     passages: list[Passage] = []
     seen: set[str] = set()
     for passage in split_passages(state.evidence):
@@ -38,29 +39,34 @@ def writer_passages(
         if key not in seen:
             seen.add(key)
             passages.append(passage)
-    if sum(len(p.text) for p in passages) <= max_chars:
-        return passages
-    query = " ".join(p for p in (state.prompt, state.focused_prompt) if p)
-    scores = PassageIndex(passages).bm25(query)
-    ranked = sorted(range(len(passages)), key=lambda i: (-scores[i], i))
-    chosen: list[int] = []
-    used = 0
-    for index in ranked:
-        size = len(passages[index].text)
-        if used + size <= max_chars or not chosen:
-            chosen.append(index)
-            used += size
-    return [passages[i] for i in sorted(chosen)]
+    if sum(len(p.text) for p in passages) > max_chars:
+        query = " ".join(p for p in (state.prompt, state.focused_prompt) if p)
+        scores = PassageIndex(passages).bm25(query)
+        ranked = sorted(range(len(passages)), key=lambda i: (-scores[i], i))
+        chosen: list[int] = []
+        used = 0
+        for index in ranked:
+            size = len(passages[index].text)
+            if used + size <= max_chars or not chosen:
+                chosen.append(index)
+                used += size
+        passages = [passages[i] for i in sorted(chosen)]
+    # Grouped by source (in order of first appearance), so the prompt names each source once.
+    sources = list(dict.fromkeys(p.source for p in passages))
+    return sorted(passages, key=lambda p: sources.index(p.source))
 
 
 def render_passages(passages: list[Passage]) -> str:
-    """`[n] (source) text`, one passage a paragraph; a note when there is none."""
+    """The passages under a `From <source>:` line per source, each `[n] text`; a note when
+    there is none."""
     if not passages:
         return NO_EVIDENCE_TEXT
-    return "\n\n".join(
-        f"[{number}] ({passage.source}) {' '.join(passage.text.split())}"
-        for number, passage in enumerate(passages, start=1)
-    )
+    blocks: list[str] = []
+    for number, passage in enumerate(passages, start=1):
+        if number == 1 or passage.source != passages[number - 2].source:
+            blocks.append(f"From {passage.source}:")
+        blocks.append(f"[{number}] {' '.join(passage.text.split())}")
+    return "\n".join(blocks)
 
 
 def passage_references(passages: list[Passage]) -> list[str]:
