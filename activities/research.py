@@ -177,6 +177,7 @@ class ResearchActivities:
                     max_cost_usd=request.max_cost_usd,
                     review=request.review,
                     causal_inference=request.causal_inference,
+                    claim_threshold=request.claim_threshold,
                 )
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc

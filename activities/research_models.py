@@ -112,8 +112,9 @@ class ResearchRequest(ResearchInputs):
 
     Besides the fields here: `prompt` (at most 32,000 characters), and the per-run overrides
     `grounding_threshold` (0 to 1), `max_replans` and `max_regenerations` (0 to 10),
-    `max_cost_usd` (more than 0), `review` (see `ReviewSettings`) and `causal_inference` (true or
-    false). Unknown keys and out-of-bounds values fail the run at once, naming the field.
+    `max_cost_usd` (more than 0), `review` (see `ReviewSettings`), `causal_inference` (true or
+    false) and `claim_threshold` (0 to 1). Unknown keys and out-of-bounds values fail the run at
+    once, naming the field.
     """
 
     research: str = Field(default="default", min_length=1, max_length=200)
@@ -146,6 +147,7 @@ class NodeInput(BaseModel):
     causal_inference: bool | None = None
     review_remark: str | None = None
     """A reviewer's `revise` remark for this node to act on (the node after a review)."""
+    claim_threshold: float | None = None
 
 
 class NodeOutput(BaseModel):

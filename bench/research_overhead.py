@@ -25,8 +25,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.research_models import ResearchRequest
 from sleuth.app import App
+from sleuth.grounding.judge import PASSAGES_PER_CLAIM
 from sleuth.models.base import ModelResponse
-from sleuth.models.scripted import ModelCall, ScriptedModel, structured, text, tool_call
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import ResearchSpec, create_research_workflow, node_of_request
 from workers.binaries import temporal_cli
 from workers.worker import build_worker
@@ -49,7 +50,8 @@ def big_lookup(part: int) -> str:
 
 def responder(tool: str, calls: int, grounded_from: int) -> ScriptedModel:
     """An instant, stateless model: `calls` tool calls per execute round, then findings; the judge
-    finds the summary grounded once the trail holds `grounded_from` evidence items."""
+    finds the summary grounded once its question shows `grounded_from` passages (at most the
+    three it is ever shown)."""
 
     def respond(call: ModelCall) -> ModelResponse:
         node = node_of_request(call.messages)
@@ -60,11 +62,10 @@ def responder(tool: str, calls: int, grounded_from: int) -> ScriptedModel:
                 return tool_call(tool, argument)
             return text(FACT)
         if node == "grounding_eval":
-            evidence = re.findall(r"^\[\d+\] ", call.messages[-1].content, re.MULTILINE)
-            supported = len(evidence) >= grounded_from
-            return structured(
-                {"verdicts": [{"claim": 1, "supported": supported, "score": 1.0, "evidence": [1]}]}
-            )
+            # The claim-level judge sees at most PASSAGES_PER_CLAIM passages of the trail.
+            passages = re.findall(r"^\[\d+\] ", call.messages[-1].content, re.MULTILINE)
+            supported = len(passages) >= min(grounded_from, PASSAGES_PER_CLAIM)
+            return text("Yes" if supported else "No")
         return text(FACT)
 
     return ScriptedModel(responder=respond)

@@ -64,6 +64,9 @@ _EXPORTS: dict[str, str] = {
     "OpenAIModel": "sleuth.models.openai",
     "AnthropicModel": "sleuth.models.anthropic",
     "GroundingReport": "sleuth.grounding",
+    "ClaimVerdict": "sleuth.grounding",
+    "Citation": "sleuth.grounding",
+    "ground_claims": "sleuth.grounding",
     "judge_claims": "sleuth.grounding",
     "LocalArtifactStore": "sleuth.artifacts",
     "configure_logging": "sleuth.log",
@@ -154,7 +157,10 @@ if TYPE_CHECKING:
     from sleuth.events import emit as emit
     from sleuth.events import get_event_bus as get_event_bus
     from sleuth.events import run_context as run_context
+    from sleuth.grounding import Citation as Citation
+    from sleuth.grounding import ClaimVerdict as ClaimVerdict
     from sleuth.grounding import GroundingReport as GroundingReport
+    from sleuth.grounding import ground_claims as ground_claims
     from sleuth.grounding import judge_claims as judge_claims
     from sleuth.jsontext import json_from_text as json_from_text
     from sleuth.knowledge import ItemRef as ItemRef

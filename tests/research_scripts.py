@@ -1,8 +1,10 @@
 """Deterministic research models for tests and benchmarks: a responder per research node.
 
 `ResearchScript` answers every node of the research graph from the request alone, so it is stateless
-across worker restarts. The judge's verdict for each grounding eval comes from `verdicts`, a list
-consumed in order (True = every claim grounded); once exhausted the last entry repeats.
+across worker restarts. The judge's verdict for each grounding eval comes from `verdicts`, one
+entry per report written (summarize, then each regenerate; True = every claim grounded): the
+claim-level judge asks once per claim, and answers `Yes` or `No` as a judge without token
+probabilities does. Once exhausted the last entry repeats.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sleuth.models.base import ModelResponse
-from sleuth.models.scripted import ModelCall, ScriptedModel, structured, text, tool_call
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import node_of_request
 
 FACT = "The CRM market grew 12 percent in 2024 according to Gartner."
@@ -29,11 +31,12 @@ class ResearchScript:
 
     verdicts: list[bool] = field(default_factory=lambda: [True])
     tool_name: str = "lookup"
+    tool_argument: str = "topic"
     tool_calls_per_round: int = 1
     summary: str = "The CRM market grew 12 percent in 2024 according to Gartner."
     execute_turn: Callable[[ModelCall], ModelResponse] | None = None
     seen: list[str] = field(default_factory=list)
-    _judged: int = 0
+    _written: int = 0
 
     def __call__(self, call: ModelCall) -> ModelResponse:
         node = node_of_request(call.messages)
@@ -43,30 +46,23 @@ class ResearchScript:
                 return self.execute_turn(call)
             done = tool_rounds(call)
             if done < self.tool_calls_per_round:
-                return tool_call(self.tool_name, topic=f"crm-{done + 1}-{len(call.messages)}")
+                value = f"crm-{done + 1}-{len(call.messages)}"
+                return tool_call(self.tool_name, **{self.tool_argument: value})
             return text("Findings: " + FACT)
         if node == "causal_inference":
             return text("Vendor consolidation -> CRM growth [1]")
         if node in ("summarize", "regenerate"):
+            self._written += 1
             return text(self.summary)
         if node == "replan":
             return text("Look up the CRM market growth figure for 2024.")
-        verdict = self.verdicts[min(self._judged, len(self.verdicts) - 1)]
-        self._judged += 1
-        claims = call.messages[-1].content.split("Claims:\n", 1)[1].splitlines()
-        return structured(
-            {
-                "verdicts": [
-                    {
-                        "claim": n,
-                        "supported": verdict,
-                        "score": 1.0 if verdict else 0.0,
-                        "evidence": [1] if verdict else [],
-                    }
-                    for n in range(1, len(claims) + 1)
-                ]
-            }
-        )
+        verdict = self.verdicts[min(max(self._written - 1, 0), len(self.verdicts) - 1)]
+        return judge_answer(verdict)
+
+
+def judge_answer(supported: bool) -> ModelResponse:
+    """A claim-level judge's generated verdict, `Yes` or `No` (naming no passage: the citation quotes the sentences closest to the claim)."""
+    return text("Yes" if supported else "No")
 
 
 def scripted_model(script: ResearchScript) -> ScriptedModel:

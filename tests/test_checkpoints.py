@@ -339,7 +339,7 @@ async def test_a_retried_scan_item_resumes_its_research_where_it_stopped(
     def lookup(topic: str) -> str:
         """Look a topic up."""
         calls.append(topic)
-        return f"{topic}: 40 thousand widgets"
+        return f"{topic}: Acme shipped 40 thousand widgets"
 
     def respond(call: ModelCall) -> ModelResponse:
         done = sum(1 for m in call.messages if m.role == "tool")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from pydantic import BaseModel, Field
 
@@ -188,17 +186,8 @@ async def test_grounding_sends_unsupported_claims_back_then_drops_them() -> None
     )
 
     def judge(call: ModelCall) -> ModelResponse:
-        claims = call.messages[-1].content.split("Claims:\n", 1)[1].splitlines()
-        verdicts = [
-            {
-                "claim": n,
-                "supported": "Mars" not in c,
-                "score": 0.0 if "Mars" in c else 0.9,
-                "evidence": [1],
-            }
-            for n, c in enumerate(claims, start=1)
-        ]
-        return text(json.dumps({"verdicts": verdicts}))
+        # The claim-level judge asks once per claim; this one doubts the Mars claim.
+        return text("No" if "Mars" in call.last_user_text.split("Claim: ", 1)[1] else "Yes")
 
     model = ScriptedModel([tool_call("lookup", topic="crm"), text(answer), text(answer)])
     judge_model = ScriptedModel(responder=judge)
@@ -211,7 +200,25 @@ async def test_grounding_sends_unsupported_claims_back_then_drops_them() -> None
     assert "Mars" not in result.message
     assert "grew 12%" in result.message
     assert result.grounding is not None and len(result.grounding.ungrounded) == 1
+    # Judged after each answer; the Mars claim shares no word with any passage, so only the
+    # growth claim is put to the judge (the other has no evidence to rest on).
     assert len(judge_model.calls) == 2
+    model.assert_complete()
+
+
+async def test_an_answer_made_without_evidence_is_not_grounded() -> None:
+    """The agent answers from memory (no tool call): the answer is sent back for research once,
+    then its claims are dropped; the judge is never asked, as there is nothing to ask about."""
+    answer = "The CRM market grew 12% in 2024 according to the analyst survey."
+    model = ScriptedModel([text(answer), text(answer)])
+    judge_model = ScriptedModel()
+    agent = create_deepagent(model=model, tools=[lookup], judge_model=judge_model)
+    result = await agent.arun("How did CRM grow?")
+    assert model.calls[1].messages[-1].kind == "grounding_feedback"
+    assert "no evidence" in model.calls[1].last_user_text
+    assert result.grounding is not None and result.grounding.score == 0.0
+    assert answer not in result.message
+    assert judge_model.calls == []
     model.assert_complete()
 
 

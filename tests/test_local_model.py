@@ -295,8 +295,120 @@ async def test_interleaved_loops_keep_their_prefixes(model_name: str) -> None:
     a_prompt, reused = await _second_turn_reuse(LocalModel.from_name(MODEL_NAME, local_pull=False))
     assert reused >= a_prompt
 
+    # One saved state: loop A's is restored, not evicted by saving loop B's.
+    a_prompt, reused = await _second_turn_reuse(
+        LocalModel.from_name(MODEL_NAME, local_pull=False, local_saved_prompts=1)
+    )
+    assert reused >= a_prompt
+
     # With no saved states, loop B's request evicts loop A's prefix.
     a_prompt, reused = await _second_turn_reuse(
         LocalModel.from_name(MODEL_NAME, local_pull=False, local_saved_prompts=0)
     )
     assert reused < a_prompt / 2
+
+
+async def test_top_logprobs_are_llama_cpps_own_log_probabilities(model_name: str) -> None:
+    """The logits read during sampling give the same numbers as llama.cpp's `logits_all` path
+    (which keeps a logits row per prompt token, so the model does not use it)."""
+    import llama_cpp
+
+    model = LocalModel.from_name(MODEL_NAME, local_pull=False)
+    messages = ask("Is Lisbon the capital of Portugal? Answer Yes or No, then one sentence.")
+    response = await model.request(messages, max_output_tokens=4, top_logprobs=5)
+
+    assert response.logprobs is not None and len(response.logprobs) == 4
+    assert "".join(lp.token for lp in response.logprobs) == response.text
+    for position in response.logprobs:
+        assert len(position.top) == 5
+        assert [c.logprob for c in position.top] == sorted(
+            (c.logprob for c in position.top), reverse=True
+        )
+        # Greedy decoding picks the most likely token.
+        assert position.top[0].token == position.token
+        assert position.top[0].logprob == pytest.approx(position.logprob)
+
+    engine = model._engine  # type: ignore[attr-defined]
+    prompt = engine.template.render(
+        messages=[{"role": m.role, "content": m.content} for m in messages],
+        tools=None,
+        add_generation_prompt=True,
+        bos_token="",
+        eos_token=engine.eos_text,
+    )
+    reference = llama_cpp.Llama(
+        model_path=str(weights.known_model(MODEL_NAME).path),
+        n_ctx=512,
+        logits_all=True,
+        verbose=False,
+    )
+    try:
+        expected = reference.create_completion(prompt, max_tokens=4, temperature=0, logprobs=5)
+    finally:
+        reference.close()
+    choice = expected["choices"][0]
+    assert choice["text"] == response.text
+    for ours, (token, logprob, top) in zip(
+        response.logprobs,
+        zip(
+            choice["logprobs"]["tokens"],
+            choice["logprobs"]["token_logprobs"],
+            choice["logprobs"]["top_logprobs"],
+            strict=True,
+        ),
+        strict=True,
+    ):
+        assert ours.token == token
+        assert ours.logprob == pytest.approx(logprob, abs=1e-3)
+        # llama-cpp-python spells special tokens as "" there; we name them (`<|im_end|>`).
+        assert {
+            ("" if c.token.startswith("<|") else c.token): pytest.approx(c.logprob, abs=1e-3)
+            for c in ours.top
+        } == top
+
+
+async def test_top_logprobs_keep_the_prompt_cache_and_the_answer(model_name: str) -> None:
+    model = LocalModel.from_name(MODEL_NAME, local_pull=False)
+    passages = "Passage: " + " ".join(f"Item {i} costs {i * 3} euros." for i in range(30))
+    question = [
+        Message(role="system", content=passages),
+        Message(role="user", content="Does item 4 cost 12 euros? Answer Yes or No."),
+    ]
+    plain = await model.request(question, max_output_tokens=3)
+    assert plain.logprobs is None
+
+    scored = await model.request(question, max_output_tokens=3, top_logprobs=3)
+    assert scored.text == plain.text
+    assert scored.logprobs is not None and scored.usage.output_tokens == len(scored.logprobs)
+
+    other = [question[0], Message(role="user", content="Does item 5 cost 20 euros? Yes or No.")]
+    await model.request(other, max_output_tokens=1, top_logprobs=3)
+    stats = model.last_stats
+    assert stats.output_tokens == 1
+    # Only the new question was evaluated: the passages came from the KV cache.
+    assert stats.reused_prompt_tokens > stats.prompt_tokens - 40
+
+
+async def test_top_logprobs_under_a_grammar_report_the_models_own_preferences(
+    model_name: str,
+) -> None:
+    model = LocalModel.from_name(MODEL_NAME, local_pull=False)
+    schema = OutputSchema(
+        name="Verdict",
+        json_schema={
+            "type": "object",
+            "properties": {"supported": {"type": "boolean"}},
+            "required": ["supported"],
+        },
+    )
+    response = await model.request(
+        ask("Is water wet? Reply in JSON."),
+        output_schema=schema,
+        max_output_tokens=20,
+        top_logprobs=4,
+    )
+
+    assert response.structured is not None and isinstance(response.structured["supported"], bool)
+    assert response.logprobs is not None
+    assert "".join(lp.token for lp in response.logprobs) == response.text
+    assert all(len(lp.top) == 4 for lp in response.logprobs)

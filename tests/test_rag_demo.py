@@ -1,7 +1,8 @@
 """The demo corpus (CPython's language reference topics) and a research run over it.
 
-The scripted model writes its report only from the evidence it is shown, quoting retrieved lines
-and citing the evidence numbers; the test then checks every quote against the store itself.
+The scripted model writes its report only from the numbered passages it is shown, quoting a
+sentence of each and citing the passage's number; the test then checks every quote, and every
+citation the judge made, against the store itself.
 """
 
 from __future__ import annotations
@@ -49,24 +50,19 @@ def test_demo_store_is_built_once_from_the_python_reference(sleuth_home: Path):
     assert all(h.source.startswith(SOURCE_PREFIX) for h in hits)
 
 
-def quoted_lines(evidence_block: str) -> list[str]:
-    """One report line per evidence item: a retrieved line about the question, cited `[n]`."""
+def quoted_lines(prompt: str) -> list[str]:
+    """One report line per passage that speaks to the question: a sentence of it, cited `[n]`."""
     lines = []
-    for match in re.finditer(r"(?m)^\[(\d+)\] search_python-docs\(.*$", evidence_block):
-        number, rendered = match.group(1), match.group(0)
-        for fragment in _TEXT_FIELD.findall(rendered):
-            # The evidence may be cut mid-escape; drop a dangling backslash before decoding.
-            chunk_text = json.loads('"' + re.sub(r"\\+$", "", fragment) + '"')
-            candidates = [
-                line.strip()
-                for line in chunk_text.splitlines()
-                if len(line.strip()) > 30
-                and any(k in line for k in KEYWORDS)
-                and not re.search(r'[.!?"\[\]]', line)
-            ]
-            if candidates:
-                lines.append(f"{candidates[0]} [{number}].")
-                break
+    for number, passage in re.findall(r"(?m)^\[(\d+)\] (.*)$", prompt.split("Passages:")[1]):
+        candidates = [
+            sentence.strip()
+            for sentence in re.split(r"(?<=[.!?])\s+", passage)
+            if len(sentence.strip()) > 30
+            and any(k in sentence for k in KEYWORDS)
+            and not re.search(r'[!?"\[\]]', sentence)
+        ]
+        if candidates:
+            lines.append(f"{candidates[0].rstrip('.')} [{number}].")
     return lines
 
 
@@ -99,22 +95,37 @@ async def test_research_over_the_demo_corpus_cites_real_chunks(sleuth_home: Path
 
     cited = _CITED.findall(final["summary"])
     assert len(cited) >= 2, final["summary"]
-    evidence = {item["index"]: item for item in final["evidence"]}
     store = retriever.store
-    for quote, number in cited:
-        item = evidence[int(number)]
-        assert item["tool"] == "search_python-docs"
-        chunks = json.loads(item["output"])
-        holding = [c for c in chunks if quote in c["text"]]
-        assert holding, f"[{number}] does not contain {quote!r}"
-        # The chunk is really in the store, under that id, with that text and source.
-        [stored] = store.get([holding[0]["id"]])
-        assert quote in stored.text and stored.source == holding[0]["source"]
 
-    assert final["grounding_score"] == 1.0
+    def stored_text(reference: str, evidence: int | None = None) -> tuple[str, int, int]:
+        """The stored chunk text a `source#chars a-b` reference points into, and a, b as offsets
+        in that text (the chunk's row is found in the evidence the run gathered)."""
+        source, _, location = reference.partition("#")
+        start, end = map(int, location.removeprefix("chars ").split("-"))
+        for item in final["evidence"]:
+            if evidence is not None and item["index"] != evidence:
+                continue
+            for row in json.loads(item["output"]):
+                low, high = map(int, row["location"].removeprefix("chars ").split("-"))
+                if row["source"] == source and low <= start and end <= high:
+                    [chunk] = store.get([row["id"]])
+                    assert chunk.source == source and chunk.location == row["location"]
+                    return chunk.text, start - low, end - low
+        raise AssertionError(f"{reference} is in no chunk the run retrieved")
+
+    # Each `[n]` of the summary is passage n of the writer's prompt: its sentence is in the store.
+    for quote, number in cited:
+        reference = final["passage_references"][int(number) - 1]
+        assert reference.startswith(SOURCE_PREFIX)
+        text_of_chunk, start, end = stored_text(reference)
+        shown = " ".join(text_of_chunk[start:end].split())  # the prompt joins lines
+        assert quote in shown, f"[{number}] {reference} lacks {quote!r}"
+
+    assert final["grounding_score"] == 1.0 and final["grounding_method"] == "checks"
     assert len(final["sources"]) >= 2
-    for cited_source in final["sources"]:
-        source, _, location = cited_source.partition("#")
-        assert source.startswith(SOURCE_PREFIX) and location.startswith("chars ")
-        found = store.count(where={"source": source, "location": location})
-        assert found == 1, f"{cited_source} is not in the store"
+    # Every citation's quote is the stored chunk's text at the cited location, character for
+    # character.
+    for claim in final["claims"]:
+        for citation in claim["citations"]:
+            text_of_chunk, start, end = stored_text(citation.reference, citation.evidence)
+            assert text_of_chunk[start:end] == citation.quote

@@ -56,8 +56,16 @@ async def test_grounded_at_once() -> None:
     assert [e["tool"] for e in state["evidence"]] == ["lookup"]
     claim = state["claims"][0]
     assert claim["grounded"] and claim["evidence"] == [1]
-    assert FACT in claim["evidence_text"][0]
-    assert state["sources"] == ["gartner-2024.pdf"]
+    # The claim cites the sentence it rests on, quoted from the row's text with its location.
+    assert claim["evidence_text"] == [FACT]
+    (citation,) = claim["citations"]
+    assert (citation.source, citation.location, citation.quote) == (
+        "gartner-2024.pdf",
+        f"chars 0-{len(FACT)}",
+        FACT,
+    )
+    assert state["sources"] == [f"gartner-2024.pdf#chars 0-{len(FACT)}"]
+    assert state["grounding_method"] == "verdict" and state["claim_threshold"] is not None
     assert state["usage"]["total_tokens"] > 0
 
 
@@ -144,7 +152,7 @@ async def test_output_schema_is_validated_and_repaired() -> None:
     assert [c["claim"] for c in state["claims"]] == [FACT, good["key_findings"][0]]
 
 
-async def test_lexical_fallback_without_a_judge() -> None:
+async def test_without_a_judge_model_the_checks_alone_judge() -> None:
     script = ResearchScript(summary=FACT + " Pigs can fly over the moon every Tuesday.")
     spec = create_research_workflow(
         model=scripted_model(script),
@@ -154,13 +162,13 @@ async def test_lexical_fallback_without_a_judge() -> None:
         max_regenerations=0,
     )
     state = (await spec.execute("q?")).final_state
-    assert state["grounding_method"] == "lexical"
+    assert state["grounding_method"] == "checks" and state["grounding_judge"] == ""
     assert state["grounding_score"] == 0.5
     assert [c["grounded"] for c in state["claims"]] == [True, False]
     assert "grounding_eval" not in script.seen
 
 
-async def test_unparseable_judge_output_falls_back_per_claim() -> None:
+async def test_an_answer_that_is_neither_yes_nor_no_grounds_nothing() -> None:
     script = ResearchScript()
 
     def responder(call):  # type: ignore[no-untyped-def]
@@ -168,10 +176,13 @@ async def test_unparseable_judge_output_falls_back_per_claim() -> None:
             return text("I think it's mostly fine!")
         return script(call)
 
-    spec = create_research_workflow(model=ScriptedModel(responder=responder), tools=[lookup])
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=responder), tools=[lookup], max_replans=0
+    )
     state = (await spec.execute("q?")).final_state
-    assert state["grounding_method"] == "lexical"
-    assert state["grounding_score"] == 1.0
+    assert state["grounding_method"] == "verdict"
+    assert state["score_history"] == [0.0, 0.0]
+    assert state["end_reason"] == "max_regenerations"
 
 
 async def test_concurrent_runs_of_one_spec_do_not_share_state() -> None:
@@ -210,7 +221,7 @@ async def test_datastore_names_resolve_through_the_app() -> None:
         model=scripted_model(ResearchScript(execute_turn=execute_turn)), datastores=["notes"]
     )
     state = (await spec.execute("q?", app=app)).final_state
-    assert state["sources"] == ["notes.md"]
+    assert state["sources"] == [f"notes.md#chars 0-{len(FACT)}"]
 
 
 async def test_a_separate_judge_model_scores_the_claims() -> None:

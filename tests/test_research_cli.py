@@ -13,7 +13,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.research_models import ResearchOutcome
-from tests.apps.research_app import TOOL_CALLS
+from tests.apps.research_app import FACT, TOOL_CALLS
 from tests.apps.research_app import app as research_app
 from tests.timeouts import scaled
 from workers.binaries import temporal_cli
@@ -104,7 +104,9 @@ async def test_sleuth_research_prints_progress_and_report(
     assert as_json.returncode == 0, as_json.stderr
     outcome = ResearchOutcome.model_validate(json.loads(as_json.stdout))
     assert outcome.final_state.end_reason == "grounded"
-    assert outcome.final_state.sources == ["acme-annual-report.pdf"]
+    assert outcome.final_state.sources == [f"acme-annual-report.pdf#chars 0-{len(FACT)}"]
+    [claim] = outcome.final_state.claims
+    assert [c.quote for c in claim.citations] == [FACT] and claim.evidence_text == [FACT]
     assert outcome.workflow_id.startswith("research-crash-")
 
     unknown = sleuth(

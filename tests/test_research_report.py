@@ -4,6 +4,7 @@ excerpts, and the report a person reads."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pydantic import BaseModel, Field
@@ -12,7 +13,7 @@ from research_scripts import FACT, ResearchScript, lookup, scripted_model, tool_
 from activities.research_models import ResearchOutcome
 from sleuth import create_research_workflow
 from sleuth.models.base import ModelResponse
-from sleuth.models.scripted import ModelCall, ScriptedModel, structured, text, tool_call
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import (
     ClaimRecord,
     Node,
@@ -76,8 +77,9 @@ def test_report_reads_by_attribute_and_by_key() -> None:
         build_final_state(ResearchState(prompt="q?"))
 
 
-def multi_source_model(summary: str, citations: list[list[int]]) -> ScriptedModel:
-    """Two lookups, a summary, and a judge that cites `citations[n]` for claim n+1."""
+def multi_source_model(summary: str, cited_sources: dict[str, list[str]]) -> ScriptedModel:
+    """Two lookups, a summary, and a judge that answers Yes for every claim, naming the passages
+    of its question that come from `cited_sources[claim]`."""
 
     def respond(call: ModelCall) -> ModelResponse:
         node = node_of_request(call.messages)
@@ -87,16 +89,14 @@ def multi_source_model(summary: str, citations: list[list[int]]) -> ScriptedMode
                 return tool_call("lookup_source", source=f"report-{done + 1}.pdf")
             return text("done")
         if node == Node.GROUNDING_EVAL:
-            claims = call.messages[-1].content.split("Claims:\n", 1)[1].splitlines()
-            assert len(claims) == len(citations), claims
-            return structured(
-                {
-                    "verdicts": [
-                        {"claim": n, "supported": True, "score": 1.0, "evidence": cited}
-                        for n, cited in enumerate(citations, start=1)
-                    ]
-                }
-            )
+            question = call.messages[-1].content
+            claim = question.split("Claim: ", 1)[1].split("\n", 1)[0]
+            numbers = [
+                number
+                for number, source in re.findall(r"^\[(\d+)\] \((\S+)\)", question, re.MULTILINE)
+                if source in cited_sources[claim]
+            ]
+            return text(f"Yes [{', '.join(numbers)}]")
         return text(summary)
 
     return ScriptedModel(responder=respond)
@@ -108,26 +108,39 @@ def lookup_source(source: str) -> str:
 
 
 async def test_sources_are_unique_and_in_order_of_first_citation() -> None:
-    summary = (
-        "Gartner says the CRM market grew 12 percent. The growth was 12 percent in 2024 overall. "
-        "Analysts agree the CRM market grew strongly."
-    )
+    claims = [
+        "Gartner says the CRM market grew 12 percent.",
+        "The CRM market grew 12 percent in 2024.",
+        "According to Gartner, the CRM market grew 12 percent.",
+    ]
+    cited = {
+        claims[0]: ["report-2.pdf"],
+        claims[1]: ["report-1.pdf", "report-2.pdf"],
+        claims[2]: ["report-2.pdf"],
+    }
     spec = create_research_workflow(
-        model=multi_source_model(summary, [[2], [1, 2], [2]]), tools=[lookup_source]
+        model=multi_source_model(" ".join(claims), cited), tools=[lookup_source]
     )
     report = (await spec.execute("CRM growth?")).final_state
     assert [e.arguments["source"] for e in report.evidence] == ["report-1.pdf", "report-2.pdf"]
-    assert report.sources == ["report-2.pdf", "report-1.pdf"]
-    assert [c.reference for c in report.claims[1].citations] == ["report-1.pdf", "report-2.pdf"]
+    assert all(c.grounded for c in report.claims)
+    # A judge without token probabilities names the passages it relies on: those are cited.
+    quoted = f"chars 0-{len(FACT)}"
+    assert report.sources == [f"report-2.pdf#{quoted}", f"report-1.pdf#{quoted}"]
+    assert [c.reference for c in report.claims[1].citations] == [
+        f"report-1.pdf#{quoted}",
+        f"report-2.pdf#{quoted}",
+    ]
+    assert report.claims[1].evidence == [1, 2]
 
 
 async def test_the_report_lists_each_finding_once() -> None:
     repeated = {
-        "summary": "The CRM market grew 12 percent in 2024. Gartner measured the growth.",
+        "summary": "The CRM market grew 12 percent in 2024. The market grew according to Gartner.",
         "key_findings": [
             "The CRM market grew 12 percent in 2024",
             "the CRM market grew 12 percent in 2024, according to Gartner.",
-            "Gartner measured the growth.",
+            "The market grew according to Gartner.",
         ],
         "sources": ["gartner-2024.pdf", "gartner-2024.pdf"],
     }
@@ -139,7 +152,7 @@ async def test_the_report_lists_each_finding_once() -> None:
         if node == Node.SUMMARIZE:
             return text(json.dumps(repeated))
         if node == Node.GROUNDING_EVAL:
-            judged.append(call.messages[-1].content.split("Claims:\n", 1)[1].splitlines())
+            judged.append(call.messages[-1].content.split("Claim: ", 1)[1].split("\n", 1)[0])
         return script(call)
 
     spec = create_research_workflow(
@@ -148,13 +161,13 @@ async def test_the_report_lists_each_finding_once() -> None:
     report = (await spec.execute("CRM growth?")).final_state
     once = [
         "the CRM market grew 12 percent in 2024, according to Gartner.",
-        "Gartner measured the growth.",
+        "The market grew according to Gartner.",
     ]
     # The schema's own lists lose their repeats; the findings judged and shown are each once.
     assert report.structured_output.key_findings == once
     assert report.structured_output.sources == ["gartner-2024.pdf"]
     assert [c.claim for c in report.claims] == once
-    assert judged == [[f"{n}. {claim}" for n, claim in enumerate(once, start=1)]]
+    assert sorted(judged) == sorted(once)  # one question per finding, each finding once
 
     outcome = ResearchOutcome(
         final_state=report,
@@ -166,9 +179,44 @@ async def test_the_report_lists_each_finding_once() -> None:
     printed = format_report(outcome, "http://ui")
     assert '"key_findings": [' in printed
     findings = printed.split("Findings\n--------\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert len(findings) == len(report.claims)
-    assert findings == [f"✓ {claim}  ([1] gartner-2024.pdf)" for claim in once]
-    assert "Sources\n-------\n- gartner-2024.pdf\n" in printed
+    cited = report.claims[0].citations[0].reference
+    assert cited == f"gartner-2024.pdf#chars 0-{len(FACT)}"
+    # Each finding once, with its verdict, score and the quoted sentence it rests on.
+    assert findings == [
+        line
+        for claim in report.claims
+        for line in (f"✓ {claim.score:.2f} {claim.claim}", f'    [1] {cited}: "{FACT}"')
+    ]
+    assert [c.claim for c in report.claims] == once
+    assert f"Sources\n-------\n- {cited}\n" in printed
+    assert "judge scripted (from its generated yes/no), a claim needs a score of" in printed
+
+
+async def test_the_printed_report_says_why_a_claim_is_not_supported() -> None:
+    def respond(call: ModelCall) -> ModelResponse:
+        node = node_of_request(call.messages)
+        if node in (Node.SUMMARIZE, Node.REGENERATE):
+            return text("The CRM market grew 15 percent in 2024 according to Gartner.")
+        return ResearchScript()(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=respond), tools=[lookup], max_replans=0, max_regenerations=0
+    )
+    report = (await spec.execute("CRM growth?")).final_state
+    outcome = ResearchOutcome(
+        final_state=report, state_ref="ref", research="market", workflow_id="wf", run_id="run"
+    )
+    printed = format_report(outcome, "http://ui")
+    findings = printed.split("Findings\n--------\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    [claim] = report.claims
+    assert not claim.grounded and "numbers" in claim.checks
+    assert findings == [
+        f"✗ {claim.score:.2f} The CRM market grew 15 percent in 2024 according to Gartner.",
+        f"    not supported: {claim.rationale}",
+        f'    closest: [1] gartner-2024.pdf#chars 0-{len(FACT)}: "{FACT}"',
+    ]
+    assert "numbers: 15" in claim.rationale
+    assert "Grounding score: 0% of claims grounded (the run needs 65%)" in printed
 
 
 async def test_a_schema_that_needs_the_repeats_keeps_them() -> None:
@@ -191,7 +239,7 @@ async def test_a_schema_that_needs_the_repeats_keeps_them() -> None:
     assert report.output_error is None
 
 
-async def test_a_claim_keeps_a_short_excerpt_around_what_it_cites() -> None:
+async def test_a_claim_quotes_the_sentence_it_rests_on_not_the_whole_output() -> None:
     filler = "Unrelated filler about office furniture and parking. " * 400
     output = filler + FACT + " " + filler
 
@@ -207,10 +255,25 @@ async def test_a_claim_keeps_a_short_excerpt_around_what_it_cites() -> None:
     )
     report = (await spec.execute("q?")).final_state
     [claim] = report.claims
-    [excerpt] = claim.evidence_text
-    assert FACT in excerpt and len(excerpt) <= 310 < len(output)
+    assert claim.evidence_text == [FACT]
     [citation] = claim.citations
-    assert citation.source == 'long_report({"topic": "crm"})'
+    assert citation.source == "long_report(topic=crm)" and citation.quote == FACT
     start, end = map(int, citation.location.removeprefix("chars ").split("-"))
-    assert output[start:end].strip() in excerpt
-    assert report.sources == [f'long_report({{"topic": "crm"}})#chars {start}-{end}']
+    assert output[start:end] == FACT
+    assert report.sources == [f"long_report(topic=crm)#chars {start}-{end}"]
+
+
+def test_one_citation_type_reads_old_and_new_json() -> None:
+    import sleuth
+    import sleuth.grounding
+    import sleuth.research
+
+    assert sleuth.research.Citation is sleuth.grounding.Citation is sleuth.Citation
+    # A citation stored before quotes existed (no location or quote) still reads, and reads by
+    # key like the rest of the report.
+    old = sleuth.Citation.model_validate({"evidence": 1, "tool": "lookup", "source": "a.pdf"})
+    assert (old.reference, old["quote"]) == ("a.pdf", "")
+    record = ClaimRecord.model_validate(
+        {"claim": "c", "score": 1.0, "grounded": True, "citations": [old.model_dump()]}
+    )
+    assert record.citations == [old] and record.checks == [] and record.model_score is None

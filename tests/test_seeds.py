@@ -22,6 +22,7 @@ import pytest
 from pydantic import BaseModel, Field
 from temporalio.testing import WorkflowEnvironment
 
+from sleuth.grounding.scoring import JUDGE_SYSTEM
 from sleuth.models.base import ModelResponse
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from tests.research_scripts import FACT, ResearchScript
@@ -43,7 +44,16 @@ kb = _KB()
 
 
 def scripted(respond) -> ScriptedModel:  # type: ignore[no-untyped-def]
-    return ScriptedModel(responder=respond)
+    """The pages' model, scripted. It is also the agents' grounding judge (the pages set none):
+    asked whether passages state a claim, it answers Yes, and the judge's deterministic checks
+    still test the claim against the evidence."""
+
+    def answer(call: ModelCall) -> ModelResponse:
+        if call.system_text == JUDGE_SYSTEM:
+            return text("Yes")
+        return respond(call)
+
+    return ScriptedModel(responder=answer)
 
 
 def tool_results(call: ModelCall) -> int:
@@ -654,10 +664,12 @@ async def test_create_research_workflow(seed: str, capsys: pytest.CaptureFixture
         """Submit the report."""
         return "submitted"
 
-    script = ResearchScript(verdicts=[False, True], tool_name="search_kb", summary=REPORT_JSON)
+    script = ResearchScript(
+        verdicts=[False, True], tool_name="search_kb", tool_argument="query", summary=REPORT_JSON
+    )
 
     def get_model() -> ScriptedModel:
-        return scripted(script)
+        return ScriptedModel(responder=script)  # it answers the judge itself
 
     middle = enrich_indicator if seed == "000" else inspect_record
     workflow = create_research_workflow(
@@ -707,7 +719,7 @@ async def test_000_research_workflow_datastores() -> None:
 
     script = ResearchScript(summary=REPORT_JSON, execute_turn=execute_turn)
     workflow = create_research_workflow(
-        model=scripted(script),
+        model=ScriptedModel(responder=script),
         tools=[],
         output_schema=Report,
         datastores={"threat_intel": {"retriever": threat_intel_retriever, "top_k": 6}},

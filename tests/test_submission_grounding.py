@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
 from sleuth import create_deepagent, tool
 from sleuth.agent import Agent, GroundingSettings
-from sleuth.models.scripted import ScriptedModel, structured, tool_call
+from sleuth.models.base import ModelResponse
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.termination import ToolCalled
 
 SUPPORTED = "Acme CRM costs forty dollars per seat each month."
@@ -20,20 +19,20 @@ class Report(BaseModel):
     confidence: float
 
 
-def verdicts(*supported: bool) -> Any:
-    return structured(
-        {
-            "verdicts": [
-                {
-                    "claim": n,
-                    "supported": ok,
-                    "score": 1.0 if ok else 0.0,
-                    "evidence": [1] if ok else [],
-                }
-                for n, ok in enumerate(supported, start=1)
-            ]
-        }
-    )
+def claim_judge() -> ScriptedModel:
+    """The claim-level judge, scripted: one question per claim; Yes for the supported claim,
+    No for anything else (as a judge without token probabilities answers)."""
+
+    def respond(call: ModelCall) -> ModelResponse:
+        claim = call.last_user_text.split("Claim: ", 1)[1].split("\n", 1)[0]
+        return text("Yes" if claim == SUPPORTED else "No")
+
+    return ScriptedModel(responder=respond)
+
+
+def asked(judge: ScriptedModel) -> list[str]:
+    """The claims the judge was asked about, in order."""
+    return [c.last_user_text.split("Claim: ", 1)[1].split("\n", 1)[0] for c in judge.calls]
 
 
 def build(
@@ -68,7 +67,7 @@ def test_an_ungrounded_submission_is_rejected_and_the_tool_does_not_run() -> Non
             tool_call("submit", report={"findings": [SUPPORTED], "confidence": 0.9}),
         ]
     )
-    judge = ScriptedModel([verdicts(True, False), verdicts(True)])
+    judge = claim_judge()
     submitted: list[Report] = []
 
     result = build(model, judge, submitted, rounds=1).run_sync("Research Acme CRM.")
@@ -79,8 +78,8 @@ def test_an_ungrounded_submission_is_rejected_and_the_tool_does_not_run() -> Non
     assert INVENTED in first_submit.output and "Submission rejected" in first_submit.output
     assert result.parsed == {"findings": [SUPPORTED], "confidence": 0.9}
     assert result.grounding is not None and result.grounding.score == 1.0
+    assert sorted(asked(judge)) == sorted([SUPPORTED, INVENTED, SUPPORTED])
     model.assert_complete()
-    judge.assert_complete()
 
 
 def test_with_no_rounds_left_the_ungrounded_claims_are_dropped_from_the_submission() -> None:
@@ -90,7 +89,7 @@ def test_with_no_rounds_left_the_ungrounded_claims_are_dropped_from_the_submissi
             tool_call("submit", report={"findings": [SUPPORTED, INVENTED], "confidence": 0.9}),
         ]
     )
-    judge = ScriptedModel([verdicts(True, False)])
+    judge = claim_judge()
     submitted: list[Report] = []
 
     result = build(model, judge, submitted, rounds=0).run_sync("Research Acme CRM.")
@@ -110,7 +109,7 @@ def test_create_deepagent_grounds_submissions_by_default() -> None:
             tool_call("submit", report={"findings": [SUPPORTED], "confidence": 0.95}),
         ]
     )
-    judge = ScriptedModel([verdicts(False), verdicts(True)])
+    judge = claim_judge()
     submitted: list[Report] = []
 
     @tool
@@ -136,3 +135,24 @@ def test_create_deepagent_grounds_submissions_by_default() -> None:
 
     assert [r.findings for r in submitted] == [[SUPPORTED]]
     assert result.stop_reason.startswith("tool_called:submit")
+
+
+def test_a_submission_made_without_evidence_is_not_grounded() -> None:
+    """No tool call before the submission: there is nothing to ground it in, so it is sent back
+    while research rounds are left, and its claims are dropped after that."""
+    model = ScriptedModel(
+        [
+            tool_call("submit", report={"findings": [SUPPORTED], "confidence": 0.9}),
+            tool_call("submit", report={"findings": [SUPPORTED], "confidence": 0.8}),
+        ]
+    )
+    judge = claim_judge()
+    submitted: list[Report] = []
+
+    result = build(model, judge, submitted, rounds=1).run_sync("Research Acme CRM.")
+
+    first_submit = [e for e in result.evidence if e.tool == "submit"][0]
+    assert first_submit.error == "ungrounded_submission" and "no evidence" in first_submit.output
+    assert [r.findings for r in submitted] == [[]]
+    assert result.grounding is not None and result.grounding.score == 0.0
+    assert judge.calls == []  # with no evidence there is nothing to ask the judge

@@ -17,7 +17,7 @@ from activities.errors import unwrap_cause
 from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
 from sleuth.config import workflow_link
 from sleuth.pricing import usd
-from sleuth.research import Node
+from sleuth.research import Node, ResearchReport
 from sleuth.review import ReviewSettings
 from workers.cli_events import showing_events
 from workers.render import print_report
@@ -60,6 +60,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="share of grounded claims needed, 0..1 (default: the research config's)",
     )
     parser.add_argument(
+        "--claim-threshold",
+        type=float,
+        metavar="SCORE",
+        help="score a claim needs to count as grounded, 0..1 (default: the config's, else the "
+        "judge's calibrated threshold)",
+    )
+    parser.add_argument(
         "--max-replans", type=int, metavar="N", help="replans allowed (default: the config's)"
     )
     parser.add_argument(
@@ -91,6 +98,7 @@ async def run_research_command(args: argparse.Namespace) -> int:
         prompt=args.prompt,
         research=args.research,
         grounding_threshold=args.grounding_threshold,
+        claim_threshold=args.claim_threshold,
         max_replans=args.max_replans,
         max_regenerations=args.max_regenerations,
         max_cost_usd=args.max_cost_usd,
@@ -176,7 +184,8 @@ def _print_new_nodes(progress: ResearchProgress, shown: int, out: Any) -> int:
 
 
 def format_report(outcome: ResearchOutcome, link: str) -> str:
-    """The report a person reads at the end of a run: each finding once, with its citation."""
+    """The report a person reads at the end of a run: each finding once, with the judge's verdict,
+    its score and the sentence of the evidence it rests on (`source#location: "quote"`)."""
     report = outcome.final_state
     lines = ["", "Summary", "-------", report.summary or "(no summary)", ""]
     if report.structured_output:
@@ -184,16 +193,12 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
         structured = json.dumps(data, indent=2, ensure_ascii=False)
         lines += ["Structured output", "-----------------", structured, ""]
     if report.claims:
-        lines += ["Findings", "--------"]
-        for claim in report.claims:
-            mark = "✓" if claim.grounded else "✗"
-            cited = "; ".join(f"[{c.evidence}] {c.reference}" for c in claim.citations)
-            lines.append(f"{mark} {claim.claim}  ({cited or 'no evidence'})")
-        lines.append("")
+        lines += ["Findings", "--------", *_claim_lines(report), ""]
     lines += ["Sources", "-------", *(f"- {s}" for s in report.sources or ["(none cited)"]), ""]
     score, threshold = report.grounding_score, report.grounding_threshold
     lines += [
-        f"Grounding score: {score:.0%} (threshold {threshold:.0%})"
+        f"Grounding score: {score:.0%} of claims grounded (the run needs {threshold:.0%}); "
+        + _judged_by(report)
         if score is not None
         else "Grounding score: n/a",
         f"Replans: {report.replan_count}   "
@@ -218,6 +223,42 @@ def _review_settings(points: str | None) -> ReviewSettings | None:
     return ReviewSettings.model_validate(
         {"points": [point.strip() for point in points.split(",") if point.strip()]}
     )
+
+
+def _claim_lines(report: ResearchReport) -> list[str]:
+    """`✓ 0.93 claim` then its quotes; a claim that is not grounded says why, and quotes what
+    the evidence closest to it says."""
+    lines = []
+    for claim in report.claims:
+        if claim.grounded:
+            lines.append(f"✓ {claim.score:.2f} {claim.claim}")
+        else:
+            lines.append(f"✗ {claim.score:.2f} {claim.claim}")
+            lines.append(f"    not supported: {claim.rationale or 'no evidence states it'}")
+        for citation in claim.citations:
+            quote = " ".join(citation.quote.split())
+            closest = "" if claim.grounded else "closest: "
+            lines.append(f'    {closest}[{citation.evidence}] {citation.reference}: "{quote}"')
+    return lines
+
+
+def _judged_by(report: ResearchReport) -> str:
+    """Who judged the claims, how, and the score a claim needed."""
+    how = {
+        "logprobs": "from its token probabilities",
+        "verdict": "from its generated yes/no",
+    }.get(report.grounding_method)
+    judge = (
+        f"judge {report.grounding_judge} ({how})"
+        if report.grounding_judge and how
+        else "judged by the deterministic checks alone"
+    )
+    needed = (
+        f", a claim needs a score of {report.claim_threshold:.2f}"
+        if report.claim_threshold is not None
+        else ""
+    )
+    return judge + needed
 
 
 def _slug(name: str) -> str:

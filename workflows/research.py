@@ -145,6 +145,7 @@ class ResearchWorkflow:
                     review=request.review if first else None,
                     causal_inference=request.causal_inference if first else None,
                     review_remark=self._remark,
+                    claim_threshold=request.claim_threshold if first else None,
                 ),
                 config,
                 digest,

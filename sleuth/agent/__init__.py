@@ -37,7 +37,7 @@ from sleuth.agent.policies import (
 )
 from sleuth.errors import InvalidSettingError
 from sleuth.events import Event, capture_events, emit
-from sleuth.grounding import GroundingReport, judge_claims, split_claims
+from sleuth.grounding import GroundingReport, ground_claims, split_claims
 from sleuth.jsontext import json_from_text
 from sleuth.limits import (
     BUDGET_EXHAUSTED,
@@ -94,7 +94,9 @@ class Layer(Protocol):
 
 @dataclass
 class GroundingSettings:
-    """Per-turn grounding: judge the final answer against the run's evidence."""
+    """Per-turn grounding: judge the final answer (and every submission) against the run's
+    evidence with the claim-level judge (`sleuth.grounding.ground_claims`). An answer made with
+    no evidence is not grounded: its claims are sent back for research, then dropped."""
 
     judge: Model | str | None = None
     """The judge model; `None` uses the agent's own model. Pass `False` to `Agent` to disable."""
@@ -102,6 +104,16 @@ class GroundingSettings:
     """Share of claims that must be grounded to accept the answer as is."""
     max_research_rounds: int = 1
     """How often a poorly grounded answer is sent back for more research before claims are dropped."""
+    claim_threshold: float | None = None
+    """The score a claim needs to count as grounded (None: the judge's calibrated threshold)."""
+
+    def __post_init__(self) -> None:
+        for name in ("threshold", "claim_threshold"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise InvalidSettingError(
+                    f"GroundingSettings.{name} must be within 0..1, got {value}"
+                )
 
 
 @dataclass
@@ -438,7 +450,7 @@ class Agent:
             self._check_exit(state)
             await self._save(state, hook)
             return
-        if self.grounding is not None and state.evidence:
+        if self.grounding is not None:
             report = await self._ground(state)
             # An answer with no checkable claims (e.g. "done") has nothing to send back for.
             if report.claims and report.score < self.grounding.threshold:
@@ -711,27 +723,15 @@ class Agent:
         """
         assert self.grounding is not None
         submit = self.tools.get(call.name)
-        evidence = [e for e in state.evidence if e.tool != self.submit_tool]
         claims = [c for text in _string_leaves(call.arguments) for c in split_claims(text)]
-        if submit is None or not evidence or not claims:
+        if submit is None or not claims:
             return None, call
         try:
             submit.validate(call.arguments)
         except ValidationError:
             return None, call  # the tool itself reports what is wrong with the arguments
-        judge_model = (
-            resolve(self.grounding.judge) if self.grounding.judge is not None else self.model
-        )
-        report = await judge_claims(claims, evidence, judge_model)
-        state.grounding = report.model_dump()
-        emit(
-            "agent.grounding",
-            agent=self.name,
-            score=report.score,
-            claims=len(report.claims),
-            ungrounded=[c.claim for c in report.ungrounded],
-            submission=True,
-        )
+        # A submission made with no evidence is judged too: none of its claims is grounded.
+        report = await self._judge(state, claims, submission=True)
         if report.score >= self.grounding.threshold:
             return None, call
         if state.grounding_rounds < self.grounding.max_research_rounds:
@@ -805,19 +805,33 @@ class Agent:
         return True
 
     async def _ground(self, state: LoopState) -> GroundingReport:
+        return await self._judge(state, split_claims(state.final_message), submission=False)
+
+    async def _judge(
+        self, state: LoopState, claims: list[str], *, submission: bool
+    ) -> GroundingReport:
+        """Judge `claims` against the run's evidence (earlier submissions are not evidence),
+        record the report in the state and publish `agent.grounding`."""
         assert self.grounding is not None
         judge_model = (
             resolve(self.grounding.judge) if self.grounding.judge is not None else self.model
         )
-        report = await judge_claims(split_claims(state.final_message), state.evidence, judge_model)
+        evidence = [e for e in state.evidence if e.tool != self.submit_tool]
+        report = await ground_claims(
+            claims, evidence, judge_model, threshold=self.grounding.claim_threshold
+        )
+        state.grounding = report.model_dump()
         emit(
             "agent.grounding",
             agent=self.name,
             score=report.score,
             claims=len(report.claims),
             ungrounded=[c.claim for c in report.ungrounded],
+            method=report.method,
+            claim_threshold=report.threshold,
+            evidence=len(evidence),
+            **({"submission": True} if submission else {}),
         )
-        state.grounding = report.model_dump()
         return report
 
     def _guard_input(self, prompt: str) -> None:
@@ -1013,7 +1027,7 @@ def _find_confidence(value: Any) -> float | None:
 
 
 def _research_more(report: GroundingReport) -> str:
-    lines = "\n".join(f"- {c.claim}" for c in report.ungrounded)
+    lines = "\n".join(f"- {c.claim} ({c.rationale})" for c in report.ungrounded)
     return (
         f"Only {report.score:.0%} of your answer's claims are supported by the tool results so far. "
         f"These claims have no supporting evidence:\n{lines}\nResearch them with your tools, or drop them, "

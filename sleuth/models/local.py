@@ -15,6 +15,9 @@ How requests map onto llama.cpp:
   prose, which small models write); a call that does not parse or fit its tool's parameters is
   decoded again under the tool-call grammar. By default (`local_tool_first`) the first answer to
   a user message must call a tool, so small models gather evidence instead of guessing.
+- `top_logprobs=k` reads each generated token's distribution from the logits llama.cpp computes
+  for sampling anyway (no `logits_all`, whose buffer would cost n_ctx x vocabulary floats), so
+  it keeps the prompt-prefix reuse below and costs a softmax per generated token.
 - One llama.cpp instance per weights file and settings is shared by every `LocalModel` in the
   process. Requests run one at a time on that instance's own thread, so the event loop (and the
   activity heartbeats on it) stays free, and the model is never entered by two threads.
@@ -40,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, assert_never
 
+import numpy as np
+
 from sleuth.errors import SleuthError
 from sleuth.log import get_logger
 from sleuth.models import llama_build, weights
@@ -48,7 +53,9 @@ from sleuth.models.base import (
     ModelResponse,
     NonRetryableModelError,
     OutputSchema,
+    TokenLogprob,
     ToolSpec,
+    TopLogprob,
     Usage,
 )
 from sleuth.models.toolcalls import parse_tool_calls
@@ -154,15 +161,19 @@ class _Engine:
             shared = _common_prefix(key, tokens)
             if shared > best:
                 best_key, best = key, shared
+        # Taken out before the live state is saved, so saving cannot evict it: once restored it
+        # is the live state, saved again when another conversation displaces it.
+        restore = None
+        if best_key is not None and best - current >= SWITCH_TOKENS:
+            restore = self.saved.pop(best_key)
         if self.settings.saved_prompts and len(live) - current >= SWITCH_TOKENS:
             for key in [k for k in self.saved if _common_prefix(k, live) == len(k)]:
                 del self.saved[key]  # an earlier turn of the conversation being saved
             self.saved[tuple(live)] = llm.save_state()
             while len(self.saved) > self.settings.saved_prompts:
                 self.saved.popitem(last=False)
-        if best_key is not None and best - current >= SWITCH_TOKENS:
-            llm.load_state(self.saved[best_key])
-            self.saved.move_to_end(best_key)
+        if restore is not None:
+            llm.load_state(restore)
             return best
         return current
 
@@ -378,6 +389,7 @@ class LocalModel:
             max_output_tokens or self.max_output_tokens,
             choice,
             cancelled,
+            top_logprobs,
         )
         try:
             return await asyncio.shield(future)
@@ -398,6 +410,7 @@ class LocalModel:
         max_output_tokens: int,
         choice: str,
         cancelled: threading.Event,
+        top_logprobs: int | None,
     ) -> ModelResponse:
         engine = self._engine
         with engine.lock:
@@ -417,19 +430,25 @@ class LocalModel:
                 grammar = _grammar(calls=offered, answer=output_schema)
             else:
                 grammar = None
-            text, finish_reason, usage = self._generate(
-                prompt, grammar, max_output_tokens, cancelled, stop_at_call=choice == "none"
+            text, finish_reason, usage, logprobs = self._generate(
+                prompt,
+                grammar,
+                max_output_tokens,
+                cancelled,
+                stop_at_call=choice == "none",
+                top_logprobs=top_logprobs,
             )
             content, tool_calls, malformed = parse_tool_calls(text, offered)
             if malformed and grammar is None:
                 # The model meant to call a tool but the call does not parse or fit the tool's
                 # parameters: decode the call again under the tool grammar (the prompt is cached,
                 # so this costs only the call's tokens).
-                text, finish_reason, retry_usage = self._generate(
+                text, finish_reason, retry_usage, logprobs = self._generate(
                     prompt,
                     _grammar(calls=offered, answer=None),
                     max_output_tokens,
                     cancelled,
+                    top_logprobs=top_logprobs,
                 )
                 usage = usage + retry_usage
                 content, tool_calls, malformed = parse_tool_calls(text, offered)
@@ -447,6 +466,7 @@ class LocalModel:
             usage=usage,
             model=self.name,
             finish_reason="tool_calls" if tool_calls else finish_reason,
+            logprobs=logprobs,
         )
 
     def _forced_tools(
@@ -469,7 +489,8 @@ class LocalModel:
         cancelled: threading.Event,
         *,
         stop_at_call: bool = False,
-    ) -> tuple[str, str, Usage]:
+        top_logprobs: int | None = None,
+    ) -> tuple[str, str, Usage, list[TokenLogprob] | None]:
         llm = self._engine.llm
         tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
         room = llm.n_ctx() - len(tokens)
@@ -492,6 +513,22 @@ class LocalModel:
         stops = [self._engine.eos_text] if self._engine.eos_text else []
         if stop_at_call:
             stops.append("<tool_call>")
+        if top_logprobs is not None:
+            text, finish_reason, output_tokens, logprobs = self._decode_with_logprobs(
+                tokens, grammar, min(max_output_tokens, room), stops, top_logprobs, stop
+            )
+            if cancelled.is_set():
+                raise _Cancelled()
+            finished = time.monotonic()
+            usage = Usage(input_tokens=len(tokens), output_tokens=output_tokens)
+            self.last_stats = LocalRequestStats(
+                prompt_tokens=len(tokens),
+                reused_prompt_tokens=reused,
+                output_tokens=output_tokens,
+                prompt_seconds=(first_token_at[0] if first_token_at else finished) - started,
+                total_seconds=finished - started,
+            )
+            return text, finish_reason, usage, logprobs
         result = llm.create_completion(
             tokens,
             max_tokens=min(max_output_tokens, room),
@@ -516,7 +553,104 @@ class LocalModel:
             prompt_seconds=(first_token_at[0] if first_token_at else finished) - started,
             total_seconds=finished - started,
         )
-        return choice["text"], choice.get("finish_reason") or "stop", usage
+        return choice["text"], choice.get("finish_reason") or "stop", usage, None
+
+    def _decode_with_logprobs(
+        self,
+        tokens: list[int],
+        grammar: Any,
+        max_tokens: int,
+        stops: list[str],
+        top_logprobs: int,
+        stop: Any,
+    ) -> tuple[str, str, int, list[TokenLogprob]]:
+        """Decode like `create_completion` (same sampler, stops and prefix reuse) while recording
+        each step's log probabilities; returns (text, finish reason, tokens, logprobs).
+
+        `create_completion` cannot report them without `logits_all`, and it stops before the
+        last sampled token is evaluated, so the token ids are taken from `generate` directly.
+        """
+        import llama_cpp
+
+        llm = self._engine.llm
+        recorder = _LogprobRecorder(llm, top_logprobs)
+        stop_bytes = [s.encode("utf-8") for s in stops]
+        completion: list[int] = []
+        ends: list[int] = []
+        logprobs: list[TokenLogprob] = []
+        text = b""
+        cut: int | None = None
+        finish_reason = "length"
+        llm.set_seed(self.seed)
+        for token in llm.generate(
+            tokens,
+            temp=self.temperature,
+            top_k=40,
+            top_p=0.95,
+            min_p=0.05,
+            repeat_penalty=1.0,
+            grammar=grammar,
+            logits_processor=llama_cpp.LogitsProcessorList([recorder]),
+        ):
+            if stop(None, None):
+                break
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                finish_reason = "stop"
+                break
+            logprobs.append(recorder.take(token))
+            completion.append(token)
+            text = llm.detokenize(completion, prev_tokens=tokens)
+            ends.append(len(text))
+            found = [text.index(s) for s in stop_bytes if s in text]
+            if found:
+                cut, finish_reason = min(found), "stop"
+                break
+            if len(completion) >= max_tokens:
+                break
+        if cut is not None:
+            # Like a provider, leave out the stop sequence and the tokens that spelled it.
+            text = text[:cut]
+            starts = [0, *ends[:-1]]
+            logprobs = [lp for lp, start in zip(logprobs, starts, strict=True) if start < cut]
+        return text.decode("utf-8", "ignore"), finish_reason, len(completion), logprobs
+
+
+class _LogprobRecorder:
+    """A logits processor that passes the logits through unchanged and keeps their log-softmax,
+    so the token sampled from them can be reported with its most likely alternatives.
+
+    It runs first in llama.cpp's sampler chain, so it sees the model's own distribution, before
+    a grammar masks tokens out: like a provider's logprobs, the alternatives are what the model
+    preferred, not only what the grammar allowed.
+    """
+
+    def __init__(self, llm: Any, top: int) -> None:
+        self.llm = llm
+        self.top = max(1, top)
+        self.row: np.ndarray | None = None
+
+    def __call__(self, _input_ids: Any, scores: Any) -> Any:
+        logits = np.asarray(scores, dtype=np.float64)
+        shifted = logits - logits.max()
+        self.row = shifted - np.log(np.exp(shifted).sum())
+        return scores
+
+    def take(self, token: int) -> TokenLogprob:
+        """The sampled `token` at the step just recorded, with its top alternatives."""
+        row = self.row
+        assert row is not None, "llama.cpp sampled a token without calling the logits processor"
+        count = min(self.top, row.shape[0])
+        candidates = np.argpartition(row, -count)[-count:]
+        ranked = candidates[np.argsort(-row[candidates], kind="stable")]
+        return TokenLogprob(
+            token=self._text(token),
+            logprob=float(row[token]),
+            top=[TopLogprob(token=self._text(int(i)), logprob=float(row[i])) for i in ranked],
+        )
+
+    def _text(self, token: int) -> str:
+        piece: bytes = self.llm.detokenize([token], special=True)
+        return piece.decode("utf-8", "replace")
 
 
 def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:

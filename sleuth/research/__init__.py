@@ -6,9 +6,9 @@ runs every node as a Temporal activity that calls the very same node functions. 
 run ends with a `ResearchReport`.
 
 The modules follow the graph: `router` (the `Node` enum, the digest it reads, `next_node`,
-`end_reason`, `record_review`), `state`
-(what a run knows), `nodes` (the node functions and their prompts), `report` (the typed report:
-cite, deduplicate, order), `review` (what a reviewer is shown) and `spec` (`ResearchSpec`, the
+`end_reason`, `record_review`), `state` (what a run knows), `nodes` (the node functions and their
+prompts), `citations` (the numbered passages a writer cites), `report` (the typed report:
+deduplicate, order), `review` (what a reviewer is shown) and `spec` (`ResearchSpec`, the
 in-process runner).
 """
 
@@ -31,13 +31,13 @@ from sleuth.research.nodes import (
     replan_node,
     report_text,
     summarize_node,
+    unsupported_claims,
 )
 from sleuth.research.report import (
     EvidenceRecord,
     ResearchReport,
     TokenUsage,
     build_final_state,
-    cite,
     dedupe_findings,
     finish,
     normalise,
@@ -110,7 +110,6 @@ __all__ = [
     "budget_spent",
     "build_final_state",
     "causal_inference_node",
-    "cite",
     "create_research_workflow",
     "decided",
     "dedupe_findings",
@@ -134,4 +133,5 @@ __all__ = [
     "revise_refusal",
     "sources",
     "summarize_node",
+    "unsupported_claims",
 ]

@@ -10,17 +10,26 @@ is not made (`BudgetSpent`), and the run ends `budget_exhausted`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from sleuth.grounding import JUDGE_INSTRUCTIONS, judge_claims, number_evidence, split_claims
+from sleuth.grounding import ground_claims, split_claims
+from sleuth.grounding.scoring import JUDGE_SYSTEM
 from sleuth.jsontext import json_from_text
 from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
 from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolSpec, Usage
 from sleuth.pricing import require_price
-from sleuth.research.report import cite, dedupe_findings, dedupe_text_lists
+from sleuth.research.citations import (
+    drop_invented_citations,
+    drop_invented_in,
+    passage_references,
+    render_passages,
+    writer_passages,
+)
+from sleuth.research.report import dedupe_findings, dedupe_text_lists
 from sleuth.research.router import Node
 from sleuth.research.state import ClaimRecord, ResearchState
 from sleuth.state import LoopState
@@ -37,19 +46,21 @@ EXECUTE_PROMPT = (
     "result. When you have enough evidence, answer with your findings in plain prose."
 )
 CAUSAL_PROMPT = (
-    "You are a causal analyst. From the numbered evidence only, write the causal chain behind the "
-    "findings: one line per link, 'cause -> effect [evidence numbers]'. Leave out links the "
-    "evidence does not state."
+    "You are a causal analyst. From the numbered passages only, write the causal chain behind the "
+    "findings: one line per link, 'cause -> effect [passage number]'. Leave out links the "
+    "passages do not state."
 )
 SUMMARIZE_PROMPT = (
-    "You are a research summariser. Distil the numbered evidence into a report that answers the "
-    "question. State only what the evidence supports, one fact per sentence, and cite evidence "
-    "numbers in square brackets."
+    "You are a research summariser. Distil the numbered passages into a report that answers the "
+    "question. State only what the passages say, one fact per sentence, and end each sentence "
+    "with the number of the passage that states it, like [2]. Cite only numbers listed."
 )
 REGENERATE_PROMPT = (
-    "You are a research editor. Rewrite the report so that every sentence is supported by the "
-    "numbered evidence: repair the listed unsupported claims from the evidence, or drop them. "
-    "Do not add facts the evidence does not state."
+    "You are a research editor. A fact-check found claims of the report that the numbered "
+    "passages do not support; each is listed with what failed. Rewrite the report: state each of "
+    "those claims only as the passages state it (the quoted sentence shows what they say), or "
+    "drop it. Keep the supported sentences. End each sentence with the number of the passage that "
+    "states it, like [2]. Do not add facts the passages do not state."
 )
 REPLAN_PROMPT = (
     "You are a research planner. Some claims of the report have no supporting evidence. Write a "
@@ -61,7 +72,7 @@ NODE_PROMPTS: dict[Node, str] = {
     Node.SUMMARIZE: SUMMARIZE_PROMPT,
     Node.REGENERATE: REGENERATE_PROMPT,
     Node.REPLAN: REPLAN_PROMPT,
-    Node.GROUNDING_EVAL: JUDGE_INSTRUCTIONS,
+    Node.GROUNDING_EVAL: JUDGE_SYSTEM,
 }
 """The system prompt of every node that makes one model request (execute runs an agent)."""
 
@@ -184,36 +195,47 @@ async def summarize_node(spec: ResearchSpec, state: ResearchState) -> ResearchSt
         Message(role="system", content=SUMMARIZE_PROMPT),
         Message(role="user", content=_context(state, include_chain=True)),
     ]
-    update = await _write_report(spec, meter, messages)
+    update = await _write_report(spec, meter, messages, _numbered(state))
     return state.model_copy(update={**update, "usage": state.usage + meter.usage})
 
 
 async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
-    """Score the report: the share of its findings the judge finds grounded in the evidence.
+    """Judge every claim of the report against the evidence passages that match it best
+    (`sleuth.grounding.ground_claims`): the score is the share of claims grounded.
 
-    A finding the report states twice (a key finding repeating the summary) is judged once.
+    A finding the report states twice (a key finding repeating the summary) is judged once. A
+    claim counts as grounded when its score meets the run's claim threshold (the judge's
+    calibrated one unless configured); with no evidence, no claim is grounded.
     """
     meter = _Meter(spec.judge, state) if spec.judge is not None else None
     claims = dedupe_findings(split_claims(grounded_text(state)))
-    report = await judge_claims(claims, state.evidence, meter)
-    records = []
-    for verdict in report.claims:
-        cited = [cite(verdict.claim, state.evidence[i - 1]) for i in verdict.evidence]
-        records.append(
-            ClaimRecord(
-                claim=verdict.claim,
-                score=verdict.score,
-                grounded=verdict.grounded,
-                evidence=verdict.evidence,
-                evidence_text=[excerpt for _, excerpt in cited],
-                rationale=verdict.rationale,
-                citations=[citation for citation, _ in cited],
-            )
+    report = await ground_claims(
+        claims,
+        state.evidence,
+        meter,
+        threshold=state.claim_threshold,
+        embedder=spec.grounding_embedder,
+    )
+    records = [
+        ClaimRecord(
+            claim=verdict.claim,
+            score=verdict.score,
+            grounded=verdict.grounded,
+            evidence=verdict.evidence,
+            evidence_text=[citation.quote for citation in verdict.citations],
+            rationale=verdict.rationale,
+            citations=verdict.citations,
+            checks=verdict.checks,
+            model_score=verdict.model_score,
         )
+        for verdict in report.claims
+    ]
     return state.model_copy(
         update={
             "grounding_score": report.score,
             "grounding_method": report.method,
+            "grounding_judge": report.judge,
+            "claim_threshold_used": report.threshold,
             "claims": records,
             "score_history": [*state.score_history, report.score],
             "usage": state.usage + (meter.usage if meter else Usage()),
@@ -233,11 +255,12 @@ async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchS
             role="user",
             content=_context(state, include_chain=True)
             + f"\n\nCurrent report:\n{grounded_text(state)}"
-            + f"\n\nUnsupported claims:\n{_ungrounded_list(state)}"
+            + "\n\nUnsupported claims (what failed, and what the passages say):\n"
+            + unsupported_claims(state)
             + _remark_text(state),
         ),
     ]
-    update = await _write_report(spec, meter, messages)
+    update = await _write_report(spec, meter, messages, _numbered(state))
     return state.model_copy(
         update={
             **update,
@@ -253,7 +276,7 @@ async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState
     With a reviewer's remark (a `revise` decision on the plan) the current plan is rewritten to
     follow it; that counts as a revision, not a replan, and replaces the plan under review."""
     meter = _Meter(spec.model, state)
-    ungrounded = _ungrounded_list(state)
+    ungrounded = unsupported_claims(state)
     current = f"\n\nCurrent plan:\n{state.focused_prompt}" if state.review_remark else ""
     response = await meter.request(
         [
@@ -301,6 +324,26 @@ def _counted(state: ResearchState, counter: str) -> dict[str, Any]:
 
 
 async def _write_report(
+    spec: ResearchSpec, model: Model, messages: list[Message], passages: list[str]
+) -> dict[str, Any]:
+    """Ask for the report (`_written_report`), then drop every inline `[n]` the writer cited
+    beyond `passages`, the references of the numbered passages its prompt gave."""
+    update = await _written_report(spec, model, messages)
+    count = len(passages)
+    update["summary"] = drop_invented_citations(update["summary"], count)
+    structured = update["structured_output"]
+    if structured is not None and spec.output_schema is not None:
+        cleaned = drop_invented_in(structured, count)
+        # A schema that constrains the text itself keeps the writer's own strings.
+        with contextlib.suppress(ValidationError):
+            update["structured_output"] = spec.output_schema.model_validate(cleaned).model_dump(
+                mode="json"
+            )
+    update["passage_references"] = passages
+    return update
+
+
+async def _written_report(
     spec: ResearchSpec, model: Model, messages: list[Message]
 ) -> dict[str, Any]:
     """Ask for the report; with an output schema, validate it (one repair turn, then give up)."""
@@ -384,12 +427,28 @@ def _context(state: ResearchState, *, include_chain: bool) -> str:
         parts.append(f"Research notes:\n{state.findings}")
     if include_chain and state.causal_chain:
         parts.append(f"Causal chain:\n{state.causal_chain}")
-    parts.append(f"Evidence:\n{number_evidence(state.evidence) or '(no evidence was gathered)'}")
+    parts.append(f"Passages:\n{render_passages(writer_passages(state))}")
     return "\n\n".join(parts)
 
 
-def _ungrounded_list(state: ResearchState) -> str:
-    return "\n".join(f"- {c.claim}" for c in state.claims if not c.grounded) or "- (none listed)"
+def _numbered(state: ResearchState) -> list[str]:
+    """The references of the numbered passages `_context` gives the writer."""
+    return passage_references(writer_passages(state))
+
+
+def unsupported_claims(state: ResearchState) -> str:
+    """The claims the last grounding eval did not find grounded, one a line, each with why (the
+    checks that failed, or the judge's doubt) and the closest quote of the evidence."""
+    lines = []
+    for claim in state.claims:
+        if claim.grounded:
+            continue
+        line = f"- {claim.claim}\n  failed: {claim.rationale or 'not supported by the passages'}"
+        if claim.citations:
+            closest = claim.citations[0]
+            line += f'\n  the passages say ({closest.source}): "{" ".join(closest.quote.split())}"'
+        lines.append(line)
+    return "\n".join(lines) or "- (none listed)"
 
 
 # -- scripted models for tests and benchmarks -----------------------------------------------------

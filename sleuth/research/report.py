@@ -8,28 +8,21 @@ wire (a durable run's outcome) it is JSON data, and `report.parsed(Schema)` give
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from sleuth.grounding import content_words
 from sleuth.research.router import EndReason, Node
-from sleuth.research.state import Citation, ClaimRecord, Record, ResearchState
+from sleuth.research.state import ClaimRecord, Record, ResearchState
 from sleuth.review import ReviewRecord
-from sleuth.state import EvidenceItem
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
-
-EXCERPT_CHARS = 300
-"""Longest excerpt of a tool output a claim keeps per cited evidence item."""
 
 _CITATION_MARK = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
 _PUNCTUATION = re.compile(r"[^\w\s]+")
 _SPACE = re.compile(r"\s+")
-_SEGMENT = re.compile(r"[^.!?\n]+[.!?]?")
 
 
 class EvidenceRecord(Record):
@@ -75,10 +68,22 @@ class ResearchReport(Record):
     grounding_score: float | None = None
     """The share of claims the judge found grounded at the last grounding eval."""
     grounding_threshold: float
+    """The share of grounded claims the run needed to finish without regenerating or replanning."""
     grounding_method: str = "none"
-    """`llm`, `lexical`, `mixed` or `none`: how the claims were judged."""
+    """How the claims were scored: `logprobs` (the judge's token probabilities), `verdict` (its
+    generated Yes/No), `checks` (the deterministic checks alone: no judge model, or no claim had
+    evidence), `none` (no claims); see `sleuth.grounding.verdicts.Method`."""
+    grounding_judge: str = ""
+    """The judge model's name ("" when the checks alone judged)."""
+    claim_threshold: float | None = None
+    """The score a claim needed to count as grounded at the last grounding eval: the judge's
+    calibrated threshold unless the config or the run set one."""
     claims: list[ClaimRecord] = Field(default_factory=list)
-    """The report's findings, each once (see `dedupe_findings`), with verdict and citations."""
+    """The report's findings, each once (see `dedupe_findings`), with verdict, score and quoted
+    citations."""
+    passage_references: list[str] = Field(default_factory=list)
+    """`source#location` of each numbered passage the writer was given: what an inline `[n]` of
+    the summary refers to (`passage_references[n - 1]`)."""
     sources: list[str] = Field(default_factory=list)
     """What the grounded claims cite, each once, in the order they are first cited."""
     score_history: list[float] = Field(default_factory=list)
@@ -155,7 +160,10 @@ def build_final_state(
         grounding_score=state.grounding_score,
         grounding_threshold=state.grounding_threshold,
         grounding_method=state.grounding_method,
+        grounding_judge=state.grounding_judge,
+        claim_threshold=state.claim_threshold_used,
         claims=list(state.claims),
+        passage_references=list(state.passage_references),
         sources=sources(state),
         score_history=list(state.score_history),
         replan_count=state.replan_count,
@@ -193,7 +201,7 @@ def finish(state: ResearchState, reason: EndReason) -> ResearchState:
     return state.model_copy(update={"end_reason": reason})
 
 
-# -- cite -----------------------------------------------------------------------------------------
+# -- sources ---------------------------------------------------------------------------------------
 
 
 def sources(state: ResearchState) -> list[str]:
@@ -206,79 +214,6 @@ def sources(state: ResearchState) -> list[str]:
             if citation.reference not in found:
                 found.append(citation.reference)
     return found
-
-
-def cite(claim: str, item: EvidenceItem) -> tuple[Citation, str]:
-    """The citation of evidence `item` for `claim`, and the excerpt of its output around what
-    matches the claim best.
-
-    A tool output that is JSON rows with a `source` (or `url`), as datastore searches return,
-    is cited by its best-matching row: that row's source and location, an excerpt of its text.
-    Any other output is cited as the tool call, located by the excerpt's character offsets.
-    """
-    words = content_words(claim)
-    rows = _source_rows(item.output)
-    if rows:
-        row = max(rows, key=lambda r: len(words & content_words(_row_text(r))))
-        text = _row_text(row)
-        start, end = _best_window(text, words)
-        location = row.get("location")
-        citation = Citation(
-            evidence=item.index,
-            tool=item.tool,
-            source=str(row.get("source") or row.get("url")),
-            location=location if isinstance(location, str) else "",
-        )
-        return citation, _excerpt(text, start, end)
-    start, end = _best_window(item.output, words)
-    arguments = json.dumps(item.arguments, ensure_ascii=False, default=str)
-    citation = Citation(
-        evidence=item.index,
-        tool=item.tool,
-        source=f"{item.tool}({arguments})",
-        location=f"chars {start}-{end}" if item.output else "",
-    )
-    return citation, _excerpt(item.output, start, end)
-
-
-def _source_rows(output: str) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(output)
-    except ValueError:
-        return []
-    rows = data if isinstance(data, list) else [data]
-    return [
-        row
-        for row in rows
-        if isinstance(row, dict)
-        and isinstance(row.get("source") or row.get("url"), str)
-        and (row.get("source") or row.get("url"))
-    ]
-
-
-def _row_text(row: dict[str, Any]) -> str:
-    text = row.get("text")
-    return text if isinstance(text, str) else json.dumps(row, ensure_ascii=False, default=str)
-
-
-def _best_window(text: str, words: set[str], limit: int = EXCERPT_CHARS) -> tuple[int, int]:
-    """Offsets of at most `limit` characters of `text`, centred on the sentence (or line) that
-    shares the most content words with the claim (the first one on a tie)."""
-    if len(text) <= limit:
-        return 0, len(text)
-    best_start, best_end, best_overlap = 0, 0, -1
-    for segment in _SEGMENT.finditer(text):
-        overlap = len(words & content_words(segment.group(0)))
-        if overlap > best_overlap:
-            best_start, best_end, best_overlap = segment.start(), segment.end(), overlap
-    middle = (best_start + best_end) // 2
-    start = max(0, min(middle - limit // 2, len(text) - limit))
-    return start, start + limit
-
-
-def _excerpt(text: str, start: int, end: int) -> str:
-    body = text[start:end].strip()
-    return ("… " if start > 0 else "") + body + (" …" if end < len(text) else "")
 
 
 def trim(text: str, limit: int) -> str:

@@ -25,6 +25,7 @@ from sleuth.limits import UsageLimits
 from sleuth.models import resolve
 from sleuth.models.base import Model, OutputSchema
 from sleuth.pricing import require_price
+from sleuth.rag.embeddings import Embedder
 from sleuth.rag.tools import wire_datastores
 from sleuth.research.nodes import (
     EXECUTE_PROMPT,
@@ -101,6 +102,9 @@ class ResearchInputs(StrictInput):
     "timeout_seconds": 3600, "on_timeout": "reject"}` (default: the config's review policy)."""
     causal_inference: bool | None = None
     """Whether the causal inference node runs after execute (default: the config's)."""
+    claim_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The score a claim needs to count as grounded, 0 to 1 (default: the config's, else the
+    judge's calibrated threshold)."""
 
 
 class DatastoreSource(Protocol):
@@ -180,8 +184,12 @@ class ResearchSpec:
         name: str = "research",
         review: ReviewPolicy | None = None,
         max_cost_usd: float | None = None,
+        claim_threshold: float | None = None,
+        grounding_embedder: Embedder | None = None,
     ):
         _check_range("grounding_threshold", grounding_threshold, 0.0, 1.0)
+        if claim_threshold is not None:
+            _check_range("claim_threshold", claim_threshold, 0.0, 1.0)
         _check_range("max_replans", max_replans, 0, MAX_LOOPS)
         _check_range("max_regenerations", max_regenerations, 0, MAX_LOOPS)
         _check_range("max_iterations", max_iterations, 1, MAX_ITERATIONS)
@@ -194,6 +202,8 @@ class ResearchSpec:
         self.tools = list(tools)
         self.output_schema = output_schema
         self.grounding_threshold = grounding_threshold
+        self.claim_threshold = claim_threshold
+        self.grounding_embedder = grounding_embedder
         self.max_replans = max_replans
         self.max_regenerations = max_regenerations
         self.causal_inference = causal_inference
@@ -227,6 +237,7 @@ class ResearchSpec:
         max_cost_usd: float | None = None,
         review: ReviewSettings | None = None,
         causal_inference: bool | None = None,
+        claim_threshold: float | None = None,
     ) -> ResearchState:
         """A fresh run's state; the keyword arguments override the spec's settings (limits,
         review, causal inference) for this run. Out-of-bounds values raise a ValidationError (a
@@ -239,6 +250,7 @@ class ResearchSpec:
             max_cost_usd=max_cost_usd,
             review=review,
             causal_inference=causal_inference,
+            claim_threshold=claim_threshold,
         )
         budget = _pick(inputs.max_cost_usd, self.max_cost_usd)
         if budget is not None:
@@ -252,6 +264,7 @@ class ResearchSpec:
             causal_inference=_pick(inputs.causal_inference, self.causal_inference),
             max_cost_usd=budget,
             review=inputs.review or spec_review,
+            claim_threshold=_pick(inputs.claim_threshold, self.claim_threshold),
         )
 
     def check_priced(self) -> None:
@@ -268,10 +281,10 @@ class ResearchSpec:
         journal: RoundJournal | None = None,
     ) -> ResearchResult:
         """Run the graph in-process. `inputs`: `{"prompt": ..., "grounding_threshold"?, "max_replans"?,
-        "max_regenerations"?, "max_cost_usd"?, "review"?, "causal_inference"?}` (see
-        `ResearchInputs`) or the prompt itself. `app` resolves datastore names (default: the App
-        the current worker serves). With a `journal` the run starts from what it holds and records
-        its execute rounds there (see `RoundJournal`).
+        "max_regenerations"?, "max_cost_usd"?, "review"?, "causal_inference"?, "claim_threshold"?}`
+        (see `ResearchInputs`) or the prompt itself. `app` resolves datastore names (default: the
+        App the current worker serves). With a `journal` the run starts from what it holds and
+        records its execute rounds there (see `RoundJournal`).
 
         With review points, the spec's `ReviewPolicy.callback` decides each review; a review
         that times out with `on_timeout="fail"` raises `ReviewTimedOut`."""
@@ -287,6 +300,7 @@ class ResearchSpec:
             max_cost_usd=inputs.max_cost_usd,
             review=inputs.review,
             causal_inference=inputs.causal_inference,
+            claim_threshold=inputs.claim_threshold,
         )
         if state.review is not None and (self.review is None or self.review.callback is None):
             raise ReviewError(
@@ -472,11 +486,18 @@ def create_research_workflow(
     name: str = "research",
     review: ReviewPolicy | None = None,
     max_cost_usd: float | None = None,
+    claim_threshold: float | None = None,
+    grounding_embedder: Embedder | None = None,
 ) -> ResearchSpec:
     """A research graph with a post-hoc grounding loop.
 
     `model` is a `Model` or `"provider:name"` (None: the default model); `judge_model` scores the
-    claims (None: the same model; False: lexical judging only). `datastores` is a mapping
+    claims (None: the same model; False: the deterministic checks alone). Each claim is judged
+    against the evidence passages that match it best (`sleuth.grounding.ground_claims`; a
+    `grounding_embedder` adds embedding similarity to BM25 when choosing them) and counts as
+    grounded when its score reaches `claim_threshold` (None: the judge's calibrated threshold,
+    recorded in the report). `grounding_threshold` is the share of claims that must be grounded
+    for the run to finish without regenerating or replanning. `datastores` is a mapping
     `{name: {"retriever", "description", "top_k", "threshold"}}` or a list of names an `App`
     registered. `max_replans` and `max_regenerations` are 0 to 10. Run it with
     `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
@@ -504,6 +525,8 @@ def create_research_workflow(
         name=name,
         review=review,
         max_cost_usd=max_cost_usd,
+        claim_threshold=claim_threshold,
+        grounding_embedder=grounding_embedder,
     )
 
 

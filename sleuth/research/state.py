@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from sleuth.grounding.verdicts import Citation
 from sleuth.models.base import Usage
+from sleuth.record import Record
 from sleuth.research.router import EndReason, Node, ResearchDigest
 from sleuth.review import ReviewRecord
 from sleuth.state import EvidenceItem
@@ -19,56 +21,29 @@ from sleuth.state import EvidenceItem
 __all__ = ["Citation", "ClaimRecord", "Record", "ResearchDigest", "ResearchState"]
 
 
-class Record(BaseModel):
-    """A typed record that also reads like the dict it replaces: `record["field"]` is
-    `record.field`, and an unknown key is a KeyError that lists the fields."""
-
-    def __getitem__(self, key: str) -> Any:
-        if key in type(self).model_fields:
-            return getattr(self, key)
-        known = ", ".join(type(self).model_fields)
-        raise KeyError(f"{type(self).__name__} has no field {key!r}; fields: {known}")
-
-
-class Citation(Record):
-    """Where in the evidence a claim rests: the evidence item and the source it came from.
-
-    The fields match the passage-level citations of `sleuth.grounding`; today's judge cites
-    whole evidence items, so `quote` stays empty until it returns quoted spans.
-    """
-
-    evidence: int
-    """1-based index of the cited evidence item (tool call)."""
-    tool: str
-    """The tool that produced it."""
-    source: str
-    """Where the text comes from: the `source` (or `url`) of the retrieved row that best matches
-    the claim, else the tool call itself, `tool({"arg": ...})`."""
-    location: str = ""
-    """Where in the source: the row's own `location`, or `chars a-b` of the tool output."""
-    quote: str = ""
-    """The span of the evidence the judge quoted verbatim ("" when it quoted none)."""
-
-    @property
-    def reference(self) -> str:
-        """`source#location` (or just the source when there is no location)."""
-        return f"{self.source}#{self.location}" if self.location else self.source
-
-
 class ClaimRecord(Record):
-    """One claim of the summary, its score, and the evidence it rests on."""
+    """One claim of the report: the judge's verdict, its score, and the passages it rests on."""
 
     claim: str
     score: float
+    """P(supported) from the claim-level judge (see `sleuth.grounding.ground_claims`)."""
     grounded: bool
+    """Whether `score` met the run's claim threshold (`ResearchReport.claim_threshold`)."""
     evidence: list[int] = Field(default_factory=list)
-    """1-based indices into the run's evidence trail."""
+    """1-based indices into the run's evidence trail; empty when the claim is not grounded."""
     evidence_text: list[str] = Field(default_factory=list)
-    """For each cited item, a short excerpt of its output around what matches the claim (not the
-    whole output: a claim cites a passage, and every claim citing one item would repeat it)."""
+    """The quoted span of each citation, in order: a sentence or two, never the whole tool
+    output."""
     rationale: str = ""
+    """Why: the judge's P(supported) and how it was scored, and each check that found a problem."""
     citations: list[Citation] = Field(default_factory=list)
-    """One per cited evidence item, with the source it names."""
+    """The passages the verdict rests on, each with its source, location and quoted span; for a
+    claim that is not grounded, the passages closest to it (what the evidence says instead)."""
+    checks: list[str] = Field(default_factory=list)
+    """Names of the deterministic checks that found a problem (`numbers`, `names`, `negation`,
+    `swapped_roles`, `unsupported_content`)."""
+    model_score: float | None = None
+    """The judge model's own P(supported) before the checks (None: no judge model asked)."""
 
 
 class ResearchState(ResearchDigest):
@@ -88,6 +63,18 @@ class ResearchState(ResearchDigest):
     output_error: str | None = None
     """Why the summary did not validate against the output schema, if it did not."""
     grounding_method: str = "none"
+    """How the last grounding eval scored claims (see `sleuth.grounding.verdicts.Method`)."""
+    grounding_judge: str = ""
+    """The judge model's name ("" when the checks alone judged)."""
+    claim_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The score a claim needs to count as grounded, as configured (None: the judge's calibrated
+    default)."""
+    claim_threshold_used: float | None = None
+    """The claim threshold the last grounding eval applied (the calibrated one when
+    `claim_threshold` is None)."""
+    passage_references: list[str] = Field(default_factory=list)
+    """`source#location` of each numbered passage the report's writer was given last: what an
+    inline `[n]` of the summary refers to."""
     claims: list[ClaimRecord] = Field(default_factory=list)
     score_history: list[float] = Field(default_factory=list)
     """The grounding score of every grounding eval so far, in order."""

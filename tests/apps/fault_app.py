@@ -37,7 +37,7 @@ from sleuth.decompose import DeepDecomposer
 from sleuth.deepagent import SubAgentDef, create_deepagent
 from sleuth.knowledge import ItemRef, KnowledgeProvider
 from sleuth.models.base import ModelResponse
-from sleuth.models.scripted import ModelCall, ScriptedModel, structured, text, tool_call
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import create_research_workflow, node_of_request
 from sleuth.sinks import RowRecord, SQLiteRowSink
 from sleuth.tools import tool
@@ -246,9 +246,7 @@ async def research_model(call: ModelCall) -> ModelResponse:
         # Runs meant to reach regenerate or replan are grounded only after a second round.
         loops = cell is not None and cell.hold in ("model:regenerate", "model:replan")
         supported = not loops or "r2q" in call.messages[-1].content
-        return structured(
-            {"verdicts": [{"claim": 1, "supported": supported, "score": 1.0 if supported else 0.0}]}
-        )
+        return text("Yes" if supported else "No")
     return text(FACT)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sleuth.app import App
 from sleuth.models.base import ModelResponse
-from sleuth.models.scripted import ModelCall, ScriptedModel, structured, text, tool_call
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import create_research_workflow, node_of_request
 
 TOOL_CALLS = 6
@@ -42,9 +42,7 @@ def respond(call: ModelCall) -> ModelResponse:
             return tool_call("lookup", topic=f"item-{done + 1}")
         return text(FACT)
     if node == "grounding_eval":
-        return structured(
-            {"verdicts": [{"claim": 1, "supported": True, "score": 1.0, "evidence": [1]}]}
-        )
+        return text("Yes")
     return text(FACT)
 
 

@@ -1,4 +1,7 @@
-"""Grounding: split an answer into claims and judge each against the numbered evidence trail.
+"""The former batched judge: every claim in one request against the numbered evidence trail.
+
+The research graph and agents use `ground_claims` (the claim-level judge); this stays as the
+baseline the grounding benchmark compares that judge with.
 
 An LLM judge is used when one is given; its output is parsed leniently (JSON object, bare list,
 code fences, stray prose). Claims the judge left unanswered, or every claim when there is no
@@ -12,147 +15,10 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
+from sleuth.grounding.claims import CITATION, content_words
+from sleuth.grounding.verdicts import ClaimVerdict, GroundingReport
 from sleuth.models.base import Message, Model, OutputSchema
 from sleuth.state import EvidenceItem
-
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "may",
-        "more",
-        "most",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "out",
-        "over",
-        "she",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "to",
-        "under",
-        "up",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "also",
-        "about",
-        "after",
-        "all",
-        "any",
-        "because",
-        "before",
-        "both",
-        "each",
-        "few",
-        "further",
-        "here",
-        "just",
-        "only",
-        "other",
-        "own",
-        "same",
-        "very",
-    ]
-)
-_WORD = re.compile(r"[a-z0-9][a-z0-9.\-%$]*[a-z0-9%]|[a-z0-9]", re.IGNORECASE)
-_CITATION = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-
-
-class ClaimVerdict(BaseModel):
-    """How well one claim is supported, and by which evidence items (1-based indices)."""
-
-    claim: str
-    score: float
-    grounded: bool
-    evidence: list[int] = Field(default_factory=list)
-    rationale: str = ""
-
-
-class GroundingReport(BaseModel):
-    """The share of grounded claims, with a verdict per claim."""
-
-    score: float
-    claims: list[ClaimVerdict] = Field(default_factory=list)
-    method: Literal["llm", "lexical", "mixed", "none"] = "none"
-
-    @property
-    def ungrounded(self) -> list[ClaimVerdict]:
-        return [c for c in self.claims if not c.grounded]
-
-
-def split_claims(text: str, *, min_words: int = 4) -> list[str]:
-    """Split prose or bullet lists into sentence-sized claims; headings and fragments are skipped."""
-    claims: list[str] = []
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if not line or line.startswith("#"):
-            continue
-        line = re.sub(r"^([-*•]|\d+[.)])\s+", "", line)
-        for sentence in _SENTENCE_END.split(line):
-            sentence = sentence.strip()
-            if len(_WORD.findall(sentence)) >= min_words:
-                claims.append(sentence)
-    return claims
 
 
 def number_evidence(evidence: list[EvidenceItem], *, max_chars_per_item: int = 1500) -> str:
@@ -167,14 +33,6 @@ def number_evidence(evidence: list[EvidenceItem], *, max_chars_per_item: int = 1
     return "\n".join(lines)
 
 
-def content_words(text: str) -> set[str]:
-    return {
-        w.lower().strip(".")
-        for w in _WORD.findall(text)
-        if w.lower() not in _STOPWORDS and len(w) > 1
-    }
-
-
 def lexical_verdict(
     claim: str, evidence: list[EvidenceItem], *, threshold: float = 0.6
 ) -> ClaimVerdict:
@@ -183,7 +41,7 @@ def lexical_verdict(
     Citation markers (`[3]`, `[1, 12]`) are not part of what the claim says: a summary cites
     evidence numbers in brackets, and a `[12]` must not count as a number the evidence lacks.
     """
-    words = content_words(_CITATION.sub(" ", claim))
+    words = content_words(CITATION.sub(" ", claim))
     if not words:
         return ClaimVerdict(claim=claim, score=0.0, grounded=False, rationale="no content words")
     numbers = {w for w in words if any(ch.isdigit() for ch in w)}

@@ -1,0 +1,447 @@
+"""Deterministic checks of a claim against the passages selected for it.
+
+They catch what a small judge model misses in minimal edits of a true sentence, each a named
+feature (the classes of unfaithful statements in public taxonomies such as FRANK):
+
+- `numbers` (circumstance errors): a number, version or date in the claim that the passages do
+  not contain (`3.10` is not `3.1`; "two" is 2).
+- `names` (entity errors): a proper name, code identifier or month in the claim that the
+  passages do not contain (`__enter__()` where they say `__exit__()`, `TypeError`, `March`).
+- `negation`: a negation ("not", "no", "never", "cannot", "non-" ...) in the claim and not in
+  the sentences it matches best, or the other way round.
+- `swapped_roles` (relation errors): two terms of the claim stand in the opposite order of the
+  sentence that states them, and swapping them back makes the claim match it (the new exception
+  set as the context of the saved one, instead of the reverse); a change of voice ("by") is not
+  a swap.
+- `unsupported_content` (additions): the share of the claim's content words that appear nowhere
+  in the passages, and the longest run of them (an added clause is a run).
+
+`run_checks` runs them all; the judge combines their findings with the model's score by the
+weights in `sleuth.grounding.calibration`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from sleuth.grounding.claims import CITATION, STOPWORDS
+from sleuth.grounding.passages import Passage, sentence_spans
+
+CHECKS = ("numbers", "names", "negation", "swapped_roles", "unsupported_content")
+
+_NUMBER = re.compile(r"(?<![\w.])\d[\w.+~:\-]*")
+_NUMBER_WORDS = {
+    "zero": "0",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "hundred": "100",
+    "thousand": "1000",
+    "twice": "2",
+    "half": "50",
+}
+_MONTHS = {
+    m[:3]: m
+    for m in [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ]
+}
+_TOKEN = re.compile(r"[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*(?:\(\))?|\d[\w.+~:\-]*")
+_WORD = re.compile(r"[a-z0-9_]+")
+_NEGATIONS = frozenset(
+    [
+        "not",
+        "no",
+        "never",
+        "none",
+        "nothing",
+        "neither",
+        "nor",
+        "cannot",
+        "without",
+        "non",
+        "nobody",
+        "nowhere",
+    ]
+)
+_CLAUSE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)$")
+_SUFFIXES = (
+    "ational",
+    "ations",
+    "ation",
+    "ments",
+    "ment",
+    "ness",
+    "ities",
+    "ity",
+    "ings",
+    "ing",
+    "ions",
+    "ion",
+    "ances",
+    "ance",
+    "ences",
+    "ence",
+    "ables",
+    "able",
+    "ibles",
+    "ible",
+    "ively",
+    "ive",
+    "ers",
+    "er",
+    "edly",
+    "ed",
+    "ies",
+    "es",
+    "ly",
+    "s",
+)
+
+
+def stem(word: str) -> str:
+    """A crude stem, enough to match `inheritance`/`inheriting`, `raised`/`raises`/`raise`."""
+    word = word.lower().removesuffix("'s").removesuffix("’s")
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiou":
+        word = word[:-1]
+    return word
+
+
+def content_stems(text: str) -> list[str]:
+    """The stems of the words of `text` that are not stopwords, in order."""
+    return [stem(word) for word in _content_words(text)]
+
+
+def _content_words(text: str) -> list[str]:
+    return [
+        w
+        for w in _WORD.findall(CITATION.sub(" ", text).lower())
+        if w not in STOPWORDS and len(w) > 1
+    ]
+
+
+@dataclass(frozen=True)
+class CheckFinding:
+    """The outcome of one check: whether it found a problem, and what."""
+
+    name: str
+    fired: bool = False
+    detail: str = ""
+    decisive: bool = False
+    """The problem holds against the whole evidence, not only the passages selected for the
+    claim, so the claim is unsupported whatever the judge model says."""
+
+
+@dataclass
+class CheckReport:
+    """Every check's finding for one claim, and the measures the judge combines."""
+
+    findings: list[CheckFinding] = field(default_factory=list)
+    window: str = ""
+    """The one to three consecutive sentences of the passages that match the claim best."""
+    coverage: float = 0.0
+    """Share of the claim's content words found in `window`."""
+
+    @property
+    def fired(self) -> list[str]:
+        """Names of the checks that found a problem."""
+        return [f.name for f in self.findings if f.fired]
+
+    def features(self) -> dict[str, float]:
+        """What the judge's calibration weighs: 1.0 for each check that fired, `coverage`, and
+        `vetoed` (1.0 when a finding is decisive)."""
+        values = {finding.name: float(finding.fired) for finding in self.findings}
+        values["coverage"] = self.coverage
+        values["vetoed"] = float(any(f.decisive for f in self.findings))
+        return values
+
+
+def _numbers(text: str) -> set[str]:
+    found = {match.group(0).rstrip(".:-+~") for match in _NUMBER.finditer(text)}
+    found |= {_NUMBER_WORDS[w] for w in _WORD.findall(text.lower()) if w in _NUMBER_WORDS}
+    return {n for n in found if n}
+
+
+def _dates(text: str) -> set[tuple[int, int, int | None]]:
+    """(year, month, day) of the dates in `text`: `10 February 2025`, `Mon, 10 Feb 2025`,
+    `February 10, 2025`, `2025-02-10`; `January 2004` has no day."""
+    found: set[tuple[int, int, int | None]] = set()
+    months = "|".join(_MONTHS)
+    for match in re.finditer(
+        rf"\b(?:(\d{{1,2}})\s+)?({months})[a-z]*\.?,?\s+(?:(\d{{1,2}}),?\s+)?(\d{{4}})\b",
+        text,
+        re.IGNORECASE,
+    ):
+        day = match.group(1) or match.group(3)
+        month = list(_MONTHS).index(match.group(2).lower()) + 1
+        found.add((int(match.group(4)), month, int(day) if day else None))
+    for match in re.finditer(r"\b(\d{4})-(\d{2})-(\d{2})\b", text):
+        found.add((int(match.group(1)), int(match.group(2)), int(match.group(3))))
+    return found
+
+
+def _missing_numbers(claim: str, text: str) -> list[str]:
+    missing = sorted(_numbers(claim) - _numbers(text))
+    known = _dates(text)
+    for year, month, day in sorted(_dates(claim), key=str):
+        if not any(
+            (y, m) == (year, month) and (day is None or d is None or d == day) for y, m, d in known
+        ):
+            missing.append(f"{year:04d}-{month:02d}" + (f"-{day:02d}" if day else ""))
+    return missing
+
+
+def check_numbers(claim: str, passages_text: str, evidence_text: str | None = None) -> CheckFinding:
+    """Numbers, versions and dates of the claim that the passages do not contain; decisive when
+    `evidence_text` (all of the evidence) does not contain them either."""
+    claim = CITATION.sub(" ", claim)
+    missing = _missing_numbers(claim, passages_text)
+    decisive = bool(missing and evidence_text and _missing_numbers(claim, evidence_text))
+    return CheckFinding("numbers", bool(missing), ", ".join(missing), decisive)
+
+
+def _names(claim: str) -> list[str]:
+    """Proper names, code identifiers and months in the claim (a capitalised word counts when it
+    does not start a clause, or has inner capitals, digits or underscores)."""
+    text = CITATION.sub(" ", claim)
+    names = []
+    for match in _TOKEN.finditer(text):
+        token = match.group(0)
+        if token[0].isdigit():
+            continue
+        core = token.removesuffix("()")
+        coded = token.endswith("()") or "_" in core or "." in core
+        inner = any(c.isupper() for c in core[1:]) or any(c.isdigit() for c in core)
+        capital = core[:1].isupper() and not _CLAUSE_START.search(text[: match.start()])
+        month = core.lower() in _MONTHS.values()
+        if coded or inner or capital or month:
+            names.append(token)
+    return names
+
+
+def _name_key(token: str) -> str:
+    key = token.lower().removesuffix("()").removesuffix("'s").removesuffix("’s").strip("-.")
+    return key[:3] if key in _MONTHS.values() else key
+
+
+def _passage_keys(passages_text: str) -> set[str]:
+    keys = set()
+    for match in _TOKEN.finditer(passages_text):
+        key = _name_key(match.group(0))
+        keys.add(key)
+        keys.update(part for part in re.split(r"[\-.]", key) if part)
+        if key[:3] in _MONTHS:
+            keys.add(key[:3])
+    return keys
+
+
+def _missing_names(claim: str, text: str) -> list[str]:
+    keys = _passage_keys(text)
+    missing = []
+    for name in _names(claim):
+        key = _name_key(name)
+        parts = [p for p in re.split(r"[\-.]", key) if p]
+        if key not in keys and not (len(parts) > 1 and all(p in keys for p in parts)):
+            missing.append(name)
+    return list(dict.fromkeys(missing))
+
+
+def check_names(claim: str, passages_text: str) -> CheckFinding:
+    """Names, identifiers and months of the claim that the passages do not contain."""
+    missing = _missing_names(claim, passages_text)
+    return CheckFinding("names", bool(missing), ", ".join(missing))
+
+
+def _negated(text: str) -> dict[str, str]:
+    """The content words a negation applies to (the first two after each cue, within its
+    clause), by stem."""
+    negated: dict[str, str] = {}
+    # "whether or not" and "or not" leave the statement open; they negate nothing.
+    lowered = re.sub(r"\b(?:whether )?or not\b", " ", text.lower().replace("n't", " not"))
+    for clause in re.split(r"[,;:.()]", lowered):
+        tokens = _WORD.findall(clause)
+        for position, token in enumerate(tokens):
+            if token not in _NEGATIONS:
+                continue
+            following = [t for t in tokens[position + 1 :] if t not in STOPWORDS][:2]
+            negated.update((stem(t), t) for t in following)
+    return negated
+
+
+def check_negation(claim: str, window: str) -> CheckFinding:
+    """A word the claim shares with its best-matching sentences, negated on one side only."""
+    shared = set(content_stems(claim)) & set(content_stems(window))
+    in_claim, in_window = _negated(claim), _negated(window)
+    flipped = sorted((in_claim.keys() ^ in_window.keys()) & shared)
+    if not flipped:
+        return CheckFinding("negation")
+    words = ", ".join(in_claim.get(s) or in_window[s] for s in flipped)
+    return CheckFinding("negation", True, f"negated on one side only: {words}")
+
+
+def _units(text: str) -> list[str]:
+    """Content stems with runs of capitalised words (a person's name) kept as one unit."""
+    units: list[str] = []
+    previous_capital = False
+    for match in re.finditer(r"[A-Za-z_][\w\-]*(?:\(\))?|\d[\w.\-]*", CITATION.sub(" ", text)):
+        token = match.group(0)
+        lowered = token.lower()
+        if lowered in STOPWORDS or len(token) < 2:
+            previous_capital = False
+            continue
+        capital = token[0].isupper()
+        if capital and previous_capital and units:
+            units[-1] = units[-1] + " " + lowered
+        else:
+            units.append(lowered if capital else stem(lowered))
+        previous_capital = capital
+    return units
+
+
+def _lcs(left: list[str], right: list[str]) -> int:
+    previous = [0] * (len(right) + 1)
+    for a in left:
+        current = [0]
+        for j, b in enumerate(right, start=1):
+            current.append(previous[j - 1] + 1 if a == b else max(previous[j], current[j - 1]))
+        previous = current
+    return previous[-1]
+
+
+def check_swapped_roles(claim: str, window: str) -> CheckFinding:
+    """Two terms whose exchange makes the claim follow its best-matching sentences in order."""
+    claim_units, window_units = _units(claim), _units(window)
+    shared = [u for u in dict.fromkeys(claim_units) if u in window_units]
+    base = _lcs(claim_units, window_units)
+    for a, b in combinations(shared, 2):
+        if (claim_units.index(a) < claim_units.index(b)) == (
+            window_units.index(a) < window_units.index(b)
+        ):
+            continue
+        if _passive_between(claim, a, b) != _passive_between(window, a, b):
+            continue
+        swapped = [b if u == a else a if u == b else u for u in claim_units]
+        if _lcs(swapped, window_units) >= base + 2:
+            return CheckFinding("swapped_roles", True, f"{a} / {b}")
+    return CheckFinding("swapped_roles")
+
+
+def _passive_between(text: str, a: str, b: str) -> bool:
+    """Whether "by" stands between the first mentions of units `a` and `b` in `text`."""
+    lowered = text.lower()
+    positions = [_find_unit(lowered, unit) for unit in (a, b)]
+    if any(p < 0 for p in positions):
+        return False
+    low, high = sorted(positions)
+    return re.search(r"\bby\b", lowered[low:high]) is not None
+
+
+def _find_unit(lowered: str, unit: str) -> int:
+    match = re.search(r"\b" + re.escape(unit.split(" ")[0]), lowered)
+    return match.start() if match else -1
+
+
+def check_unsupported_content(claim: str, passages_text: str) -> CheckFinding:
+    """Content words of the claim found nowhere in the passages, when they make up a third of
+    the claim or a run of three (an added clause)."""
+    words = _content_words(claim)
+    known = set(content_stems(passages_text))
+    novel = [stem(w) not in known and not w.isdigit() for w in words]
+    run = longest = 0
+    for flag in novel:
+        run = run + 1 if flag else 0
+        longest = max(longest, run)
+    fired = bool(words) and (longest >= 3 or sum(novel) / len(words) >= 0.34)
+    unknown = [w for w, flag in zip(words, novel, strict=True) if flag]
+    return CheckFinding("unsupported_content", fired, ", ".join(unknown) if fired else "")
+
+
+def aligned_window(claim: str, passages: list[Passage]) -> str:
+    """The one to three consecutive sentences of the passages sharing most content with the claim
+    (fewer words wins a tie)."""
+    wanted = set(content_stems(claim))
+    best: tuple[int, int] = (-1, 0)
+    best_text = ""
+    for block in _blocks(passages):
+        sentences = [block[a:b] for a, b in sentence_spans(block)]
+        for i in range(len(sentences)):
+            for width in (1, 2, 3):
+                if i + width > len(sentences):
+                    break
+                text = " ".join(sentences[i : i + width])
+                stems = content_stems(text)
+                key = (len(wanted & set(stems)), -len(stems))
+                if key > best:
+                    best, best_text = key, text
+    return best_text
+
+
+def _blocks(passages: list[Passage]) -> list[str]:
+    """The passages' texts, with passages that follow each other in one document joined."""
+    blocks: list[str] = []
+    previous: Passage | None = None
+    for passage in passages:
+        joined = (
+            previous is not None
+            and previous.document_key == passage.document_key
+            and passage.start - previous.end <= 2
+        )
+        if joined:
+            blocks[-1] = blocks[-1] + " " + passage.text
+        else:
+            blocks.append(passage.text)
+        previous = passage
+    return blocks
+
+
+def run_checks(
+    claim: str, passages: list[Passage], evidence_text: str | None = None
+) -> CheckReport:
+    """Every check of `claim` against `passages` (the ones selected for it); `evidence_text`,
+    all of the evidence, lets a check be decisive (see `CheckFinding.decisive`)."""
+    passages_text = "\n".join(f"{p.source}\n{p.text}" for p in passages)
+    window = aligned_window(claim, passages)
+    wanted = set(content_stems(claim))
+    coverage = len(wanted & set(content_stems(window))) / len(wanted) if wanted else 0.0
+    return CheckReport(
+        findings=[
+            check_numbers(claim, passages_text, evidence_text),
+            check_names(claim, passages_text),
+            check_negation(claim, window),
+            check_swapped_roles(claim, window),
+            check_unsupported_content(claim, passages_text),
+        ],
+        window=window,
+        coverage=coverage,
+    )

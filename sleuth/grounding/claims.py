@@ -1,0 +1,135 @@
+"""Claims: an answer split into sentence-sized statements, and the words that carry their content."""
+
+from __future__ import annotations
+
+import re
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "may",
+        "more",
+        "most",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "out",
+        "over",
+        "she",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "under",
+        "up",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "also",
+        "about",
+        "after",
+        "all",
+        "any",
+        "because",
+        "before",
+        "both",
+        "each",
+        "few",
+        "further",
+        "here",
+        "just",
+        "only",
+        "other",
+        "own",
+        "same",
+        "very",
+    ]
+)
+WORD = re.compile(r"[a-z0-9][a-z0-9.\-%$]*[a-z0-9%]|[a-z0-9]", re.IGNORECASE)
+CITATION = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+
+
+def split_claims(text: str, *, min_words: int = 4) -> list[str]:
+    """Split prose or bullet lists into sentence-sized claims; headings and fragments are skipped."""
+    claims: list[str] = []
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line or line.startswith("#"):
+            continue
+        line = re.sub(r"^([-*•]|\d+[.)])\s+", "", line)
+        for sentence in _SENTENCE_END.split(line):
+            sentence = sentence.strip()
+            if len(WORD.findall(sentence)) >= min_words:
+                claims.append(sentence)
+    return claims
+
+
+def without_citation_marks(text: str) -> str:
+    """`text` without `[n]` citation marks, its space normalised (`grew 12% [1].` -> `grew 12%.`)."""
+    cleaned = " ".join(CITATION.sub(" ", text).split())
+    return re.sub(r"\s+([.,;:!?])", r"\1", cleaned)
+
+
+def content_words(text: str) -> set[str]:
+    """The lower-cased words of `text` that are not stopwords (numbers kept whole: `3.10`, `50%`)."""
+    return {
+        w.lower().strip(".")
+        for w in WORD.findall(text)
+        if w.lower() not in STOPWORDS and len(w) > 1
+    }

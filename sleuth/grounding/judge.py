@@ -1,0 +1,204 @@
+"""`ground_claims`: the claim-level judge.
+
+For each claim: select the evidence passages that match it best (BM25, fused with embeddings when
+an embedder is given), ask the judge model one yes/no question about those passages, run the
+deterministic checks, and combine both into P(supported) with the calibration of the judge's
+family. A claim with no passage to rest on is not grounded, whatever the model would say. Every
+verdict cites passages with a span quoted verbatim from the evidence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.grounding.calibration import Calibration, calibration_for
+from sleuth.grounding.checks import CheckReport, content_stems, run_checks
+from sleuth.grounding.passages import Passage, PassageIndex, narrow, sentence_spans, split_passages
+from sleuth.grounding.scoring import ANSWER_TOKENS, ModelScore, score_claim
+from sleuth.grounding.verdicts import Citation, ClaimVerdict, GroundingReport, Method
+from sleuth.models.base import Model
+from sleuth.rag.embeddings import Embedder
+from sleuth.state import EvidenceItem
+
+PASSAGES_PER_CLAIM = 3
+NO_EVIDENCE = "no evidence: no passage of the evidence shares anything with the claim"
+
+
+@dataclass
+class _Judged:
+    claim: str
+    passages: list[Passage]
+    checks: CheckReport | None = None
+    model: ModelScore | None = None
+
+
+async def ground_claims(
+    claims: Sequence[str],
+    evidence: Sequence[EvidenceItem],
+    judge: Model | None,
+    *,
+    threshold: float | None = None,
+    embedder: Embedder | None = None,
+    passages_per_claim: int = PASSAGES_PER_CLAIM,
+    concurrency: int = 4,
+) -> GroundingReport:
+    """Judge each claim against the evidence passages that match it best.
+
+    - `judge`: the model asked one yes/no question per claim (token probabilities where the
+      provider has them); None judges by the deterministic checks and word overlap alone.
+    - `threshold`: the score a claim needs to count as grounded; None uses the calibrated
+      default of the judge's family (`report.threshold` says which was used).
+    - `embedder`: adds embedding similarity to BM25 when selecting passages.
+    - `concurrency`: requests in flight at once (a local model still runs them one by one, in
+      an order that lets claims sharing passages reuse the cached prompt).
+
+    `report.score` is the share of claims that are grounded.
+    """
+    if not 1 <= passages_per_claim <= 20:
+        raise ValueError(f"passages_per_claim must be within 1..20, got {passages_per_claim}")
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be within 0..1, got {threshold}")
+    judge_name = judge.name if judge is not None else ""
+    if not claims:
+        return GroundingReport(score=0.0, method="none", judge=judge_name)
+    passages = split_passages(evidence)
+    index, claim_vectors = await _index(passages, claims, embedder)
+    judged = [
+        _Judged(
+            claim,
+            index.select(
+                claim,
+                top=passages_per_claim,
+                claim_vector=claim_vectors[n] if claim_vectors is not None else None,
+            ),
+        )
+        for n, claim in enumerate(claims)
+    ]
+    evidence_text = "\n".join(f"{p.source}\n{p.text}" for p in passages)
+    for item in judged:
+        if item.passages:
+            item.checks = run_checks(item.claim, item.passages, evidence_text)
+    if judge is not None:
+        await _ask(judge, [j for j in judged if j.passages], concurrency)
+    method = _method(judge, judged)
+    calibration = calibration_for(judge_name or None, method)
+    cutoff = calibration.threshold if threshold is None else threshold
+    verdicts = [_verdict(item, calibration, cutoff) for item in judged]
+    score = sum(v.grounded for v in verdicts) / len(verdicts)
+    return GroundingReport(
+        score=round(score, 4),
+        claims=verdicts,
+        method=method,
+        threshold=cutoff,
+        judge=judge_name,
+    )
+
+
+async def _index(
+    passages: list[Passage], claims: Sequence[str], embedder: Embedder | None
+) -> tuple[PassageIndex, np.ndarray | None]:
+    if embedder is None or not passages:
+        return PassageIndex(passages), None
+    texts = [p.text for p in passages] + list(claims)
+    vectors = np.asarray(await asyncio.to_thread(embedder.embed, texts), dtype=np.float32)
+    return PassageIndex(passages, vectors[: len(passages)]), vectors[len(passages) :]
+
+
+async def _ask(judge: Model, judged: list[_Judged], concurrency: int) -> None:
+    """Score every claim. The first answer shows whether the judge returns token probabilities;
+    if it does, the others need only the answer token. Claims sharing passages are sent one
+    after another, so a local judge reuses their cached prompt."""
+    order = sorted(judged, key=lambda j: [(p.evidence, p.row or 0, p.start) for p in j.passages])
+    if not order:
+        return
+    first = order[0]
+    first.model = await score_claim(judge, first.claim, first.passages)
+    answer_tokens = 1 if first.model.method == "logprobs" else ANSWER_TOKENS
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(item: _Judged) -> None:
+        async with gate:
+            item.model = await score_claim(
+                judge, item.claim, item.passages, answer_tokens=answer_tokens
+            )
+
+    await asyncio.gather(*(one(item) for item in order[1:]))
+
+
+def _method(judge: Model | None, judged: list[_Judged]) -> Method:
+    """`verdict` if any claim was scored from a generated answer, `logprobs` if all were scored
+    from token probabilities, `checks` when the model was not asked (no judge, or no claim had
+    passages)."""
+    methods = {j.model.method for j in judged if j.model is not None}
+    if judge is None or not methods:
+        return "checks"
+    return "verdict" if "verdict" in methods else "logprobs"
+
+
+def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVerdict:
+    if not item.passages or item.checks is None:
+        return ClaimVerdict(claim=item.claim, score=0.0, grounded=False, rationale=NO_EVIDENCE)
+    model_probability = item.model.probability if item.model is not None else None
+    features = item.checks.features()
+    score = calibration.combine(model_probability, features)
+    grounded = score >= cutoff
+    # A judge without token probabilities names the passages it relies on: each is quoted.
+    # Otherwise (and when it named none that exist) the closest sentences of all are.
+    cited: list[Passage] = []
+    if item.model is not None and item.model.method == "verdict":
+        cited = [item.passages[n - 1] for n in item.model.cited]
+    citations = [quote(item.claim, [p]) for p in cited] or [quote(item.claim, item.passages)]
+    return ClaimVerdict(
+        claim=item.claim,
+        score=round(score, 4),
+        grounded=grounded,
+        evidence=sorted({c.evidence for c in citations}) if grounded else [],
+        rationale=_rationale(item, calibration),
+        citations=citations,
+        checks=item.checks.fired,
+        model_score=round(model_probability, 4) if model_probability is not None else None,
+        features={name: round(value, 4) for name, value in features.items()},
+    )
+
+
+def _rationale(item: _Judged, calibration: Calibration) -> str:
+    assert item.checks is not None
+    parts = []
+    if item.model is not None:
+        parts.append(f"judge P(supported)={item.model.probability:.2f} ({item.model.method})")
+    for finding in item.checks.findings:
+        if finding.fired:
+            parts.append(f"{finding.name}: {finding.detail}" if finding.detail else finding.name)
+    return "; ".join(parts) or f"checks only ({calibration.family})"
+
+
+def quote(claim: str, passages: Sequence[Passage]) -> Citation:
+    """A citation of the one or two consecutive sentences of `passages` closest to the claim
+    (most shared content words, less 0.2 for each word the claim does not have), cut from a
+    passage's text (so found verbatim in the evidence), with their location."""
+    wanted = set(content_stems(claim))
+    best: tuple[float, Passage, int, int] | None = None
+    for passage in passages:
+        spans = sentence_spans(passage.text) or [(0, len(passage.text))]
+        for i in range(len(spans)):
+            for width in (1, 2):
+                if i + width > len(spans):
+                    break
+                start, end = spans[i][0], spans[i + width - 1][1]
+                stems = set(content_stems(passage.text[start:end]))
+                closeness = len(wanted & stems) - 0.2 * len(stems - wanted)
+                if best is None or closeness > best[0]:
+                    best = (closeness, passage, start, end)
+    assert best is not None, "quote needs at least one passage"
+    _, passage, start, end = best
+    return Citation(
+        evidence=passage.evidence,
+        tool=passage.tool,
+        source=passage.source,
+        location=narrow(passage.document_location, passage.start + start, passage.start + end),
+        quote=passage.text[start:end],
+    )

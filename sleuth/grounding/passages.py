@@ -1,0 +1,269 @@
+"""Passages: the evidence cut into a few sentences each, and the ones that best match a claim.
+
+A successful tool call's output is either a search result (a JSON list of rows with `text`, and
+usually `source` and `location`, as `search_<store>` tools return; or one such object) or plain
+text. Each row, or
+the whole plain output, is a document; documents are cut at sentence ends into passages of at
+most `max_chars` characters. A passage keeps where it came from: the evidence index, the source
+(the row's source, else the tool call), and its location (the row's `chars A-B` narrowed to the
+passage, else character offsets in the tool output), so a quote from it can be cited.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sleuth.grounding.claims import CITATION
+from sleuth.rag.text import unit_rows, words
+from sleuth.state import EvidenceItem
+
+MAX_PASSAGE_CHARS = 400
+"""Passages are a few sentences: short enough that a small judge reads the claim's facts next to
+the text that states them, long enough to keep a sentence's context."""
+_BOUNDARY = re.compile(
+    r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+|\n[ \t]*\n\s*|\n(?=[ \t]*(?:[*•+]|-(?!-))\s)"
+)
+_CHARS = re.compile(r"^(?P<prefix>.*?)chars (?P<start>\d+)-(?P<end>\d+)\s*$")
+_ROW_LISTS = ("results", "rows", "chunks", "hits", "documents", "passages")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A few consecutive sentences of one document of one evidence item."""
+
+    evidence: int
+    """1-based index of the evidence item."""
+    tool: str
+    source: str
+    location: str
+    text: str
+    document_location: str
+    """The location of the whole document (a search row's own `location`; empty for a plain
+    tool output), which the passage's and its quotes' locations narrow."""
+    row: int | None
+    """Index of the search-result row the passage is cut from; None for a plain tool output."""
+    start: int
+    """Offset of `text` in its document (the row's text, or the tool output)."""
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.text)
+
+    @property
+    def document_key(self) -> tuple[int, int | None]:
+        return (self.evidence, self.row)
+
+
+def tool_call_label(item: EvidenceItem) -> str:
+    """`tool(name=value, ...)`, values cut to 60 characters: the source of a plain tool output."""
+    arguments = ", ".join(
+        f"{name}={_short(value)}" for name, value in sorted(item.arguments.items())
+    )
+    return f"{item.tool}({arguments})"
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def documents(item: EvidenceItem) -> list[tuple[int | None, str, str, str]]:
+    """(row index, text, source, location) of each document in one evidence item's output."""
+    rows = _search_rows(item.output)
+    if rows is None:
+        return [(None, item.output, tool_call_label(item), "")]
+    return [
+        (
+            number,
+            row["text"],
+            str(row.get("source") or row.get("url") or tool_call_label(item)),
+            str(row.get("location") or ""),
+        )
+        for number, row in enumerate(rows)
+    ]
+
+
+def document_text(item: EvidenceItem, row: int | None) -> str:
+    """The text a passage's offsets refer to: the tool output, or one search row's text."""
+    if row is None:
+        return item.output
+    rows = _search_rows(item.output)
+    if rows is None or not 0 <= row < len(rows):
+        raise ValueError(f"evidence item {item.index} has no search row {row}")
+    return str(rows[row]["text"])
+
+
+def _search_rows(output: str) -> list[dict[str, Any]] | None:
+    """The rows of a search result (a JSON list of objects with a `text` string, or one such
+    object), else None."""
+    stripped = output.lstrip()
+    if not stripped.startswith(("[", "{")):
+        return None
+    try:
+        parsed = json.loads(output)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(parsed, dict):
+        lists = [parsed[key] for key in _ROW_LISTS if isinstance(parsed.get(key), list)]
+        # One object with a text of its own (`{"text": ..., "source": ...}`) is one row.
+        parsed = lists[0] if lists else [parsed]
+    if (
+        isinstance(parsed, list)
+        and parsed
+        and all(isinstance(row, dict) and isinstance(row.get("text"), str) for row in parsed)
+    ):
+        return parsed
+    return None
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text`, without surrounding whitespace. Paragraph breaks
+    and list bullets end a sentence too."""
+    spans = []
+    position = 0
+    for boundary in [*_BOUNDARY.finditer(text), None]:
+        end = boundary.start() if boundary else len(text)
+        start = _skip_space(text, position, end)
+        stop = end
+        while stop > start and text[stop - 1].isspace():
+            stop -= 1
+        if stop > start:
+            spans.append((start, stop))
+        position = boundary.end() if boundary else len(text)
+    return spans
+
+
+def _pack(text: str, max_chars: int) -> list[tuple[int, int]]:
+    """Consecutive sentences grouped into spans of at most `max_chars` (a longer sentence is cut
+    at line breaks, else stands alone)."""
+    pieces: list[tuple[int, int]] = []
+    for start, end in sentence_spans(text):
+        if end - start <= max_chars:
+            pieces.append((start, end))
+            continue
+        line_start = start
+        for match in re.finditer(r"\n", text[start:end]):
+            cut = start + match.start()
+            if cut - line_start >= max_chars // 2:
+                pieces.append((line_start, cut))
+                line_start = cut + 1
+        pieces.append((line_start, end))
+    packed: list[tuple[int, int]] = []
+    for start, end in pieces:
+        start = _skip_space(text, start, end)
+        if start >= end:
+            continue
+        if packed and end - packed[-1][0] <= max_chars:
+            packed[-1] = (packed[-1][0], end)
+        else:
+            packed.append((start, end))
+    return packed
+
+
+def _skip_space(text: str, start: int, end: int) -> int:
+    while start < end and text[start].isspace():
+        start += 1
+    return start
+
+
+def split_passages(
+    evidence: Sequence[EvidenceItem], *, max_chars: int = MAX_PASSAGE_CHARS
+) -> list[Passage]:
+    """Every passage of every successful evidence item, in evidence order (failed calls are not
+    evidence)."""
+    passages = []
+    for number, item in enumerate(evidence, start=1):
+        if not item.success:
+            continue
+        for row, text, source, location in documents(item):
+            for start, end in _pack(text, max_chars):
+                passages.append(
+                    Passage(
+                        evidence=number,
+                        tool=item.tool,
+                        source=source,
+                        location=narrow(location, start, end),
+                        text=text[start:end],
+                        document_location=location,
+                        row=row,
+                        start=start,
+                    )
+                )
+    return passages
+
+
+def narrow(location: str, start: int, end: int) -> str:
+    """The location of `[start, end)` inside a document found at `location`."""
+    match = _CHARS.match(location)
+    if match:
+        base = int(match["start"])
+        return f"{match['prefix']}chars {base + start}-{base + end}"
+    if location:
+        return f"{location}, chars {start}-{end}"
+    return f"chars {start}-{end}"
+
+
+class PassageIndex:
+    """BM25 over the passages (and cosine over their embeddings when given), to pick the passages
+    a claim is judged against."""
+
+    def __init__(
+        self, passages: Sequence[Passage], vectors: np.ndarray | None = None, k1: float = 1.2
+    ) -> None:
+        self.passages = list(passages)
+        self.counts = [Counter(words(p.text + " " + p.source)) for p in self.passages]
+        self.lengths = [sum(c.values()) for c in self.counts]
+        self.average_length = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
+        self.frequency: Counter[str] = Counter()
+        for counts in self.counts:
+            self.frequency.update(counts.keys())
+        self.vectors = unit_rows(vectors) if vectors is not None and len(vectors) else None
+        self.k1 = k1
+
+    def bm25(self, query: str, b: float = 0.75) -> list[float]:
+        terms = set(words(CITATION.sub(" ", query)))
+        total = len(self.passages)
+        scores = []
+        for counts, length in zip(self.counts, self.lengths, strict=True):
+            score = 0.0
+            for term in terms:
+                tf = counts.get(term, 0)
+                if tf:
+                    containing = self.frequency[term]
+                    idf = math.log(1 + (total - containing + 0.5) / (containing + 0.5))
+                    norm = tf + self.k1 * (1 - b + b * length / (self.average_length or 1.0))
+                    score += idf * tf * (self.k1 + 1) / norm
+            scores.append(score)
+        return scores
+
+    def select(
+        self, claim: str, *, top: int, claim_vector: Sequence[float] | None = None
+    ) -> list[Passage]:
+        """The `top` passages that best match `claim`, in evidence order. BM25 alone, or fused
+        with cosine similarity by reciprocal rank when there are embeddings. A passage that
+        shares no word with the claim is chosen only by a close embedding (cosine ≥ 0.5)."""
+        if not self.passages:
+            return []
+        lexical = self.bm25(claim)
+        ranked = sorted(range(len(lexical)), key=lambda i: -lexical[i])
+        eligible = {i for i in ranked if lexical[i] > 0}
+        if self.vectors is not None and claim_vector is not None:
+            query = np.asarray(claim_vector, dtype=np.float32)
+            cosine = self.vectors @ (query / (np.linalg.norm(query) or 1.0))
+            by_vector = sorted(range(len(cosine)), key=lambda i: -float(cosine[i]))
+            eligible |= {i for i in by_vector if cosine[i] >= 0.5}
+            fused: dict[int, float] = {}
+            for ranking in (ranked, by_vector):
+                for rank, index in enumerate(ranking):
+                    fused[index] = fused.get(index, 0.0) + 1.0 / (60 + rank)
+            ranked = sorted(fused, key=lambda i: -fused[i])
+        chosen = [i for i in ranked if i in eligible][:top]
+        return [self.passages[i] for i in sorted(chosen)]

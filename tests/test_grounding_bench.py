@@ -1,0 +1,106 @@
+"""The grounding benchmark's data and arithmetic: labels that check out, a reproducible build,
+AUROC and the calibration fit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.grounding import Outcome, auroc, fit, load_groups, summarize
+from bench.grounding_data.build import (
+    APACHE,
+    ITEMS,
+    SUPPORTED,
+    UNSUPPORTED,
+    evidence_text,
+    fold,
+)
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_every_group_has_both_labels_and_checkable_claims() -> None:
+    data = json.loads(ITEMS.read_text(encoding="utf-8"))
+    kinds = {g["kind"] for g in data["groups"]}
+    assert kinds == {"python-docs", "debian-changelog", "apache-licence"}
+    for kind in kinds:
+        assert {g["split"] for g in data["groups"] if g["kind"] == kind} == {"dev", "test"}
+    for group in data["groups"]:
+        labels = {c["class"] for c in group["claims"]}
+        assert labels & set(SUPPORTED) and labels & set(UNSUPPORTED), group["id"]
+        assert group["licence"] and group["source"]
+        seen = fold(evidence_text(group["evidence"]))
+        for claim in group["claims"]:
+            assert claim["supported"] == (claim["class"] in SUPPORTED)
+            in_evidence = fold(claim["text"]).rstrip(".") in seen
+            if claim["class"] == "verbatim":
+                assert in_evidence, claim["text"]
+            if not claim["supported"]:
+                assert not in_evidence, claim["text"]
+    classes = {c["class"] for g in data["groups"] for c in g["claims"]}
+    assert classes == set(SUPPORTED) | set(UNSUPPORTED)
+
+
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11) or not APACHE.is_file(),
+    reason="the sources are Python 3.11's pydoc_data and Debian 12's documentation files",
+)
+def test_the_items_are_rebuilt_identically_from_their_sources() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.grounding_data.build", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_load_groups_interleaves_kinds_so_a_limit_covers_each() -> None:
+    groups = load_groups("test", 3)
+    assert len({g["kind"] for g in groups}) == 3 and all(g["split"] == "test" for g in groups)
+
+
+def test_auroc_counts_ties_as_half() -> None:
+    assert auroc([True, False], [0.9, 0.1]) == 1.0
+    assert auroc([True, False], [0.1, 0.9]) == 0.0
+    assert auroc([True, True, False, False], [0.5, 0.5, 0.5, 0.5]) == 0.5
+    assert auroc([True, False, False], [0.6, 0.6, 0.2]) == 0.75
+
+
+def outcome(label_class: str, score: float, grounded: bool, **features: float) -> Outcome:
+    return Outcome(
+        group="g",
+        kind="k",
+        label_class=label_class,
+        supported=label_class in SUPPORTED,
+        score=score,
+        grounded=grounded,
+        seconds=1.0,
+        model_score=score,
+        features={"coverage": 1.0, **features},
+    )
+
+
+def test_summarize_reports_auroc_per_error_class_against_the_supported_claims() -> None:
+    rows = [
+        outcome("verbatim", 0.9, True),
+        outcome("paraphrase", 0.7, True),
+        outcome("negation", 0.2, False),
+        outcome("entity", 0.8, True),
+    ]
+    summary = summarize(rows)
+    assert summary["negation"] == 1.0 and summary["entity"] == 0.5
+    assert summary["accuracy"] == 0.75 and summary["claims"] == 4
+
+
+def test_fit_learns_that_a_check_marks_unsupported_claims() -> None:
+    rows = [outcome("verbatim", 0.6, True) for _ in range(20)]
+    rows += [outcome("circumstance", 0.6, True, numbers=1.0) for _ in range(20)]
+    bias, weights, threshold = fit(rows)
+    assert weights["numbers"] < -2 and bias > 0
+    assert 0.05 <= threshold <= 0.95

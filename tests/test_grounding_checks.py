@@ -1,0 +1,149 @@
+"""Each deterministic check of the claim-level judge, on minimal edits and on paraphrases."""
+
+from __future__ import annotations
+
+from sleuth.grounding.checks import (
+    CHECKS,
+    check_names,
+    check_negation,
+    check_numbers,
+    check_swapped_roles,
+    check_unsupported_content,
+    run_checks,
+    stem,
+)
+from sleuth.grounding.passages import split_passages
+from sleuth.state import EvidenceItem
+
+FINALLY = (
+    "If an exception occurs in any of the clauses and is not handled, the exception is "
+    "temporarily saved. The finally clause is executed. If the finally clause raises another "
+    "exception, the saved exception is set as the context of the new exception."
+)
+CHANGELOG = (
+    "curl (7.88.1-10+deb12u11) bookworm; urgency=medium\n\n"
+    "  * Team upload.\n  * Import patch for CVE-2025-0167.\n\n"
+    " -- Dr. Tobias Quathamer <toddy@debian.org>  Mon, 10 Feb 2025 11:45:37 +0100"
+)
+WITH = (
+    "If an exception caused the suite to be exited, its type, value, and traceback are passed "
+    "as arguments to __exit__(). Otherwise, three None arguments are supplied. The context "
+    "manager's __enter__() method is invoked first."
+)
+
+
+def test_numbers_flags_a_changed_number_version_or_date() -> None:
+    assert not check_numbers(
+        "curl 7.88.1-10+deb12u11 imports a patch for CVE-2025-0167.", CHANGELOG
+    ).fired
+    changed = check_numbers("curl imports a patch for CVE-2025-0168.", CHANGELOG)
+    assert changed.fired and "2025-0168" in changed.detail
+    assert check_numbers("Uploaded on 10 March 2025.", CHANGELOG).detail == "2025-03-10"
+    assert not check_numbers("Uploaded on 10 February 2025.", CHANGELOG).fired
+    assert not check_numbers("Uploaded in February 2025.", CHANGELOG).fired
+    assert check_numbers("Added in Python 3.1.", "Changed in 3.10.").fired
+
+
+def test_numbers_is_decisive_only_for_a_number_the_whole_evidence_lacks() -> None:
+    elsewhere = check_numbers("Otherwise, 3 None arguments are supplied.", "Otherwise.", WITH)
+    assert elsewhere.fired and not elsewhere.decisive
+    nowhere = check_numbers("Otherwise, 4 None arguments are supplied.", "Otherwise.", WITH)
+    assert nowhere.fired and nowhere.decisive
+
+
+def test_numbers_reads_number_words() -> None:
+    assert not check_numbers("Three None arguments are supplied.", WITH).fired
+    assert check_numbers("Two None arguments are supplied.", WITH).detail == "2"
+
+
+def test_names_flags_an_identifier_or_name_the_passages_lack() -> None:
+    assert check_names("Its type is passed to __init__().", WITH).detail == "__init__()"
+    swapped_person = check_names("Dr. Tobias Quathamer thanked Daniel Stenberg.", CHANGELOG)
+    assert swapped_person.fired and swapped_person.detail == "Daniel, Stenberg"
+    # A paraphrase that keeps the names, and a capital that only starts the sentence, pass.
+    assert not check_names("Otherwise __exit__() gets three None arguments.", WITH).fired
+    assert check_names("Uploaded by Quathamer in March.", CHANGELOG).detail == "March"
+
+
+def test_negation_flags_an_inserted_or_removed_not() -> None:
+    window = "If the return value was true, the exception is suppressed."
+    inserted = check_negation(
+        "If the return value was true, the exception is not suppressed.", window
+    )
+    assert inserted.fired and inserted.detail == "negated on one side only: suppressed"
+    removed = check_negation(
+        "If an exception occurs and is handled, it is saved.",
+        "If an exception occurs and is not handled, it is saved.",
+    )
+    assert removed.fired
+    assert not check_negation(
+        "The exception is suppressed when the return value is true.", window
+    ).fired
+    assert not check_negation(
+        "The finally clause runs whether or not an exception occurred.",
+        "The finally clause is executed whether an exception occurred or not.",
+    ).fired
+    assert not check_negation(
+        "Names in a nonlocal statement must not collide with local bindings.",
+        "Names listed in a nonlocal statement must not collide with pre-existing bindings.",
+    ).fired
+
+
+def test_swapped_roles_flags_two_terms_in_reversed_order() -> None:
+    window = "If the finally clause raises another exception, the saved exception is set as the context of the new exception."
+    swapped = check_swapped_roles(
+        "If the finally clause raises another exception, the new exception is set as the context of the saved exception.",
+        window,
+    )
+    assert swapped.fired and set(swapped.detail.split(" / ")) == {"new", "sav"}
+    assert not check_swapped_roles(
+        "When the finally clause raises another exception, the saved exception becomes the context of the new one.",
+        window,
+    ).fired
+
+
+def test_swapped_roles_accepts_a_change_of_voice() -> None:
+    window = "The bridge was designed by Ruth Calloway."
+    assert not check_swapped_roles("Ruth Calloway designed the bridge.", window).fired
+    assert check_swapped_roles("Ruth Calloway was designed by the bridge.", window).fired
+
+
+def test_unsupported_content_flags_an_added_clause() -> None:
+    plain = check_unsupported_content(
+        "If the finally clause raises another exception, the saved exception becomes its context.",
+        FINALLY,
+    )
+    assert not plain.fired and plain.detail == ""
+    added = check_unsupported_content(
+        "The finally clause is executed, after a warning is printed to standard error.", FINALLY
+    )
+    assert added.fired and added.detail == "warning, printed, standard, error"
+
+
+def test_stems_match_inflections() -> None:
+    assert stem("inheritance") == stem("inheriting") == stem("inherit")
+    assert stem("raised") == stem("raises") == stem("raise")
+    assert stem("suppressed") == stem("suppresses")
+
+
+def _passages(text: str) -> list:
+    return split_passages([EvidenceItem(index=1, tool="docs", output=text)], max_chars=120)
+
+
+def test_run_checks_reports_every_named_check_and_its_features() -> None:
+    report = run_checks(
+        "If the finally clause raises another exception, the new exception is set as the context of the saved exception.",
+        _passages(FINALLY),
+    )
+    assert [f.name for f in report.findings] == list(CHECKS)
+    assert report.fired == ["swapped_roles"]
+    assert "saved exception is set as the context" in report.window
+    assert report.features() == {
+        "numbers": 0.0,
+        "names": 0.0,
+        "negation": 0.0,
+        "swapped_roles": 1.0,
+        "unsupported_content": 0.0,
+        "coverage": 1.0,
+        "vetoed": 0.0,
+    }
