@@ -32,6 +32,8 @@ class ResearchScript:
     tool_calls_per_round: int = 1
     summary: str = "The CRM market grew 12 percent in 2024 according to Gartner."
     execute_turn: Callable[[ModelCall], ModelResponse] | None = None
+    sub_questions: list[str] = field(default_factory=lambda: ["How fast did the CRM market grow?"])
+    """What the plan node answers (a JSON array of these)."""
     seen: list[str] = field(default_factory=list)
     _judged: int = 0
 
@@ -51,6 +53,8 @@ class ResearchScript:
             return text(self.summary)
         if node == "replan":
             return text("Look up the CRM market growth figure for 2024.")
+        if node == "plan":
+            return text(json.dumps(self.sub_questions))
         verdict = self.verdicts[min(self._judged, len(self.verdicts) - 1)]
         self._judged += 1
         claims = call.messages[-1].content.split("Claims:\n", 1)[1].splitlines()

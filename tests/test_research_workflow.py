@@ -81,11 +81,11 @@ async def test_grounded_at_once(time_env: WorkflowEnvironment) -> None:
     )
     state = outcome.final_state
     assert state["end_reason"] == "grounded" and state["grounding_score"] == 1.0
-    assert state["nodes"] == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert state["nodes"] == ["plan", "execute", "causal_inference", "summarize", "grounding_eval"]
     assert [e["tool"] for e in state["evidence"]] == ["lookup"]
     assert state["claims"][0]["evidence"] == [1]
     summaries = activity_summaries(events)
-    assert len(summaries) == 5 and all(s.startswith("market: ") for s in summaries)
+    assert len(summaries) == 6 and all(s.startswith("market: ") for s in summaries)
     assert summaries[-1] == "market: report (grounded)"
     assert progress.status == "done" and progress.node == "grounding_eval"
     assert progress.nodes_run == state["nodes"] and progress.score_history == [1.0]
@@ -228,7 +228,7 @@ async def test_the_workflow_alone_decides_the_end(time_env: WorkflowEnvironment)
     # The nodes hand back a state reference and the digest, nothing more: no node carries a
     # report, and none decides the run is over.
     node_results = completed_results(events)[:-1]
-    assert len(node_results) == len(outcome.final_state.nodes) == 11
+    assert len(node_results) == len(outcome.final_state.nodes) == 12
     for result in node_results:
         assert set(result) == {"state_ref", "digest"}
         assert "score_history" not in result["digest"]  # type: ignore[operator]
@@ -334,5 +334,5 @@ async def test_a_run_past_its_history_budget_continues_as_new(
     assert len(first_run.events) < 40
     assert progress.runs > 2
     assert outcome.final_state.nodes == progress.nodes_run
-    assert len(outcome.final_state.nodes) == 11
+    assert len(outcome.final_state.nodes) == 12
     assert outcome.final_state.replan_count == 1 and outcome.final_state.end_reason == "grounded"

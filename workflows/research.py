@@ -6,6 +6,9 @@ Start it from anywhere with plain JSON:
 The workflow is the only place that decides: it asks `next_node` which node runs next, and when
 that says `done` it asks `end_reason` why and calls `research.finish`, which writes the report.
 Past its history budget it continues as new, carrying the state reference and the digest.
+
+The plan node came later than the others: runs started before it (no `research-plan` marker in
+their history) go straight to execute, so their histories still replay.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from sleuth.research import Node, ResearchDigest, end_reason, next_node
 
+PLAN_PATCH = "research-plan"
+"""The patch marker of the plan node (see the module docstring)."""
+
 _ACTIVITIES = {
+    Node.PLAN: ResearchActivities.plan,
     Node.EXECUTE: ResearchActivities.execute,
     Node.CAUSAL_INFERENCE: ResearchActivities.causal_inference,
     Node.SUMMARIZE: ResearchActivities.summarize,
@@ -70,6 +77,9 @@ class ResearchWorkflow:
         self._progress.research = request.research
         nodes_this_run = 0
         while (node := next_node(digest)) != Node.DONE:
+            if node == Node.PLAN and not workflow.patched(PLAN_PATCH):
+                digest = digest.model_copy(update={"node": Node.PLAN})
+                continue
             if state_ref is not None and nodes_this_run and self._history_budget_spent(request):
                 workflow.logger.info(
                     "research continues as new after %d events",
@@ -198,6 +208,13 @@ class ResearchWorkflow:
         """The line the Web UI shows for each activity call."""
         score = f"score {digest.grounding_score or 0:.0%} < {digest.grounding_threshold:.0%}"
         match node:
+            case Node.PLAN:
+                return f"{research}: plan (split the question into sub-questions)"
+            case Node.EXECUTE if digest.pending_count and digest.sub_question_count:
+                part = f"sub-question {digest.next_sub_question}/{digest.sub_question_count}"
+                if digest.replan_count:
+                    return f"{research}: execute {part} again after replan {digest.replan_count}"
+                return f"{research}: execute {part} (agent tool loop gathers evidence)"
             case Node.EXECUTE if digest.replan_count:
                 return f"{research}: execute (research again after replan {digest.replan_count})"
             case Node.EXECUTE:

@@ -17,9 +17,10 @@ from pydantic import BaseModel, Field, field_validator
 
 
 class Node(StrEnum):
-    """A position in the research graph: `start`, one of the six nodes, or `done`."""
+    """A position in the research graph: `start`, one of the seven nodes, or `done`."""
 
     START = "start"
+    PLAN = "plan"
     EXECUTE = "execute"
     CAUSAL_INFERENCE = "causal_inference"
     SUMMARIZE = "summarize"
@@ -33,6 +34,7 @@ NodeName = Node
 """The former name of `Node` (a Literal of the node names); kept so old imports keep working."""
 
 NODES: tuple[Node, ...] = (
+    Node.PLAN,
     Node.EXECUTE,
     Node.CAUSAL_INFERENCE,
     Node.SUMMARIZE,
@@ -45,7 +47,8 @@ DONE = Node.DONE
 START = Node.START
 
 EndReason = Literal["grounded", "max_replans", "max_regenerations"]
-"""Why a run ended: its summary met the grounding threshold, or the loops it may spend ran out."""
+"""Why a run ended: its summary met the grounding threshold with every sub-question covered, or
+the loops it may spend ran out."""
 
 MAX_LOOPS = 10
 """The most replans, and the most regenerations, one run may spend (per-run overrides included)."""
@@ -80,6 +83,15 @@ class ResearchDigest(BaseModel):
     """Evidence items gathered so far (for the Web UI's activity summaries)."""
     total_tokens: int = Field(default=0, ge=0)
     """Tokens spent so far (for the memo)."""
+    sub_question_count: int = Field(default=0, ge=0)
+    """The sub-questions the plan node wrote (0 before it ran, and in runs begun without it)."""
+    pending_count: int = Field(default=0, ge=0)
+    """Sub-questions the current execute round has still to research: execute runs again while
+    any are left (the execute node drops them all once the round's budget is spent)."""
+    next_sub_question: int = Field(default=0, ge=0)
+    """The 1-based number of the sub-question the next execute step researches (0: none pending)."""
+    uncovered_count: int = Field(default=0, ge=0)
+    """Sub-questions no evidence passage answers yet: a reason to replan, like an ungrounded claim."""
 
     @field_validator("node", mode="before")
     @classmethod
@@ -105,15 +117,26 @@ def is_grounded(state: ResearchDigest | Mapping[str, Any]) -> bool:
     )
 
 
+def is_covered(state: ResearchDigest | Mapping[str, Any]) -> bool:
+    """Whether evidence answers every sub-question of the plan (vacuously true without one)."""
+    return _as_digest(state).uncovered_count == 0
+
+
 def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
     """The node to run after `state.node`, or `Node.DONE`. Pure: both runners route with it.
 
-    After grounding eval: score ≥ threshold → done; else regenerations left → regenerate; else
-    replans left → replan; else done.
+    Start → plan → execute, once per sub-question of the round (while `pending_count` > 0).
+    After grounding eval: grounded (score ≥ threshold) and every sub-question covered → done;
+    not grounded and regenerations left → regenerate; else replans left → replan (an uncovered
+    sub-question needs new evidence, which only a replan's execute round gathers); else done.
     """
     digest = _as_digest(state)
     match digest.node:
-        case Node.START | Node.REPLAN:
+        case Node.START:
+            return Node.PLAN
+        case Node.PLAN | Node.REPLAN:
+            return Node.EXECUTE
+        case Node.EXECUTE if digest.pending_count > 0:
             return Node.EXECUTE
         case Node.EXECUTE:
             return Node.CAUSAL_INFERENCE if digest.causal_inference else Node.SUMMARIZE
@@ -122,9 +145,10 @@ def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
         case Node.SUMMARIZE | Node.REGENERATE:
             return Node.GROUNDING_EVAL
         case Node.GROUNDING_EVAL:
-            if is_grounded(digest):
+            grounded = is_grounded(digest)
+            if grounded and is_covered(digest):
                 return Node.DONE
-            if digest.regeneration_count < digest.max_regenerations:
+            if not grounded and digest.regeneration_count < digest.max_regenerations:
                 return Node.REGENERATE
             if digest.replan_count < digest.max_replans:
                 return Node.REPLAN
@@ -134,9 +158,12 @@ def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
 
 
 def end_reason(state: ResearchDigest | Mapping[str, Any]) -> EndReason:
-    """Why a finished run ended: `grounded`, `max_replans` or `max_regenerations`."""
+    """Why a finished run ended: `grounded` (and every sub-question covered), `max_replans` or
+    `max_regenerations`."""
     digest = _as_digest(state)
-    if is_grounded(digest):
+    grounded = is_grounded(digest)
+    if grounded and is_covered(digest):
         return "grounded"
-    # Replans are spent after regenerations, so whenever replans were allowed they ran out last.
-    return "max_replans" if digest.max_replans > 0 else "max_regenerations"
+    # Replans are spent after regenerations, so whenever replans were allowed they ran out last;
+    # a grounded report with an uncovered sub-question could only have gone on by replanning.
+    return "max_replans" if digest.max_replans > 0 or grounded else "max_regenerations"

@@ -26,10 +26,12 @@ from sleuth.research.nodes import (
     causal_inference_node,
     execute_node,
     grounding_eval_node,
+    plan_node,
     regenerate_node,
     replan_node,
     summarize_node,
 )
+from sleuth.research.plan import MAX_SUB_QUESTIONS
 from sleuth.research.report import ResearchReport, build_final_state, finish
 from sleuth.research.router import MAX_LOOPS, EndReason, Node, end_reason, next_node, unknown_node
 from sleuth.research.state import ResearchState
@@ -46,6 +48,8 @@ MAX_ITERATIONS = 100
 """The most model turns one execute round may take."""
 MAX_OUTPUT_TOKENS = 200_000
 """The largest `max_output_tokens` a spec accepts."""
+MAX_EXECUTE_TOKENS = 10_000_000
+"""The largest `execute_token_budget` a spec accepts."""
 
 
 def check_prompt(prompt: str) -> str:
@@ -137,8 +141,13 @@ class ResearchSpec:
         max_iterations: int = 12,
         max_output_tokens: int | None = None,
         name: str = "research",
+        max_sub_questions: int = 4,
+        execute_token_budget: int | None = None,
     ):
         _check_range("grounding_threshold", grounding_threshold, 0.0, 1.0)
+        _check_range("max_sub_questions", max_sub_questions, 1, MAX_SUB_QUESTIONS)
+        if execute_token_budget is not None:
+            _check_range("execute_token_budget", execute_token_budget, 1, MAX_EXECUTE_TOKENS)
         _check_range("max_replans", max_replans, 0, MAX_LOOPS)
         _check_range("max_regenerations", max_regenerations, 0, MAX_LOOPS)
         _check_range("max_iterations", max_iterations, 1, MAX_ITERATIONS)
@@ -159,6 +168,8 @@ class ResearchSpec:
         self.max_iterations = max_iterations
         self.max_output_tokens = max_output_tokens
         self.name = name
+        self.max_sub_questions = max_sub_questions
+        self.execute_token_budget = execute_token_budget
         if isinstance(datastores, Mapping):
             # Wire once now so a bad mapping fails at definition time, not mid-run.
             wire_datastores(datastores)
@@ -227,6 +238,8 @@ class ResearchSpec:
     ) -> ResearchState:
         """Run one node on `state` and return the new state (`state` itself is not changed)."""
         match node:
+            case Node.PLAN:
+                updated = await plan_node(self, state)
             case Node.EXECUTE:
                 updated = await execute_node(
                     self, state, app=app, checkpoint=checkpoint, on_checkpoint=on_checkpoint
@@ -247,6 +260,10 @@ class ResearchSpec:
         updated.nodes = [*state.nodes, node]
         updated.evidence_count = len(updated.evidence)
         updated.total_tokens = updated.usage.total_tokens
+        updated.sub_question_count = len(updated.sub_questions)
+        updated.pending_count = len(updated.pending)
+        updated.next_sub_question = updated.pending[0] + 1 if updated.pending else 0
+        updated.uncovered_count = sum(1 for entry in updated.coverage if not entry.covered)
         emit(
             "research.node",
             research=self.name,
@@ -271,8 +288,11 @@ class ResearchSpec:
 
     # -- helpers the nodes share ------------------------------------------------------------
 
-    def build_agent(self, app: DatastoreSource | None = None) -> Agent:
-        """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore."""
+    def build_agent(
+        self, app: DatastoreSource | None = None, *, max_iterations: int | None = None
+    ) -> Agent:
+        """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore.
+        `max_iterations` (default: the spec's) is what is left of the execute round's budget."""
         datastores = self.datastores
         if datastores is not None and not isinstance(datastores, Mapping):
             if app is None:
@@ -287,7 +307,7 @@ class ResearchSpec:
             tools=[*self.tools, *datastore_tools],
             system_prompt=system,
             reflexion=True,
-            max_iterations=self.max_iterations,
+            max_iterations=max_iterations or self.max_iterations,
             max_output_tokens=self.max_output_tokens,
             name=f"{self.name}.execute",
         )
@@ -314,13 +334,18 @@ def create_research_workflow(
     max_iterations: int = 12,
     max_output_tokens: int | None = None,
     name: str = "research",
+    max_sub_questions: int = 4,
+    execute_token_budget: int | None = None,
 ) -> ResearchSpec:
     """A research graph with a post-hoc grounding loop.
 
     `model` is a `Model` or `"provider:name"` (None: the default model); `judge_model` scores the
     claims (None: the same model; False: lexical judging only). `datastores` is a mapping
     `{name: {"retriever", "description", "top_k", "threshold"}}` or a list of names an `App`
-    registered. `max_replans` and `max_regenerations` are 0 to 10. Run it with
+    registered. `max_replans` and `max_regenerations` are 0 to 10. The plan node splits the question
+    into at most `max_sub_questions` (1 to 8; 1: the question itself, no model call) and every
+    execute round researches them one by one, within `max_iterations` model turns (and
+    `execute_token_budget` tokens, None: unlimited) per round. Run it with
     `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
     `report: Report = result.final_state["structured_output"]`, `["grounding_score"]`,
     `["replan_count"]` (or the same as attributes).
@@ -339,6 +364,8 @@ def create_research_workflow(
         max_iterations=max_iterations,
         max_output_tokens=max_output_tokens,
         name=name,
+        max_sub_questions=max_sub_questions,
+        execute_token_budget=execute_token_budget,
     )
 
 
