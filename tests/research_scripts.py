@@ -29,6 +29,8 @@ class ResearchScript:
 
     verdicts: list[bool] = field(default_factory=lambda: [True])
     tool_name: str = "lookup"
+    tool_argument: str = "topic"
+    """The name of the tool's argument the execute agent fills in."""
     tool_calls_per_round: int = 1
     summary: str = "The CRM market grew 12 percent in 2024 according to Gartner."
     execute_turn: Callable[[ModelCall], ModelResponse] | None = None
@@ -45,7 +47,8 @@ class ResearchScript:
                 return self.execute_turn(call)
             done = tool_rounds(call)
             if done < self.tool_calls_per_round:
-                return tool_call(self.tool_name, topic=f"crm-{done + 1}-{len(call.messages)}")
+                topic = f"crm-{done + 1}-{len(call.messages)}"
+                return tool_call(self.tool_name, **{self.tool_argument: topic})
             return text("Findings: " + FACT)
         if node == "causal_inference":
             return text("Vendor consolidation -> CRM growth [1]")

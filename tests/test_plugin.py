@@ -72,7 +72,7 @@ async def test_three_lines_add_sleuth_to_a_plain_client_and_worker(
             PingWorkflow.run, "hi", id=f"ping-{uuid.uuid4()}", task_queue=task_queue
         )
     assert report["end_reason"] == "grounded" and report["grounding_score"] == 1.0
-    assert report["nodes"] == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert report["nodes"] == ["plan", "execute", "causal_inference", "summarize", "grounding_eval"]
     assert [e["tool"] for e in report["evidence"]] == ["lookup"]
     assert pong == "pong: hi"
 
@@ -171,7 +171,7 @@ async def test_interceptors_given_to_the_plugin_wrap_the_client_and_its_workers(
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert counting.started == ["ResearchWorkflow"]
-    assert scheduled[0] == "research.execute" and counting.activities == scheduled
+    assert scheduled[0] == "research.plan" and counting.activities == scheduled
 
 
 async def test_with_a_key_the_plugin_encrypts_and_a_worker_on_a_clear_client_is_refused(

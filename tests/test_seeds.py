@@ -654,7 +654,9 @@ async def test_create_research_workflow(seed: str, capsys: pytest.CaptureFixture
         """Submit the report."""
         return "submitted"
 
-    script = ResearchScript(verdicts=[False, True], tool_name="search_kb", summary=REPORT_JSON)
+    script = ResearchScript(
+        verdicts=[False, True], tool_name="search_kb", tool_argument="query", summary=REPORT_JSON
+    )
 
     def get_model() -> ScriptedModel:
         return scripted(script)
@@ -682,6 +684,7 @@ async def test_create_research_workflow(seed: str, capsys: pytest.CaptureFixture
     # run is grounded: no replan needed.
     assert capsys.readouterr().out == "grounding: 100%\nreplans used: 0\n"
     assert result.final_state.nodes == [
+        "plan",
         "execute",
         "causal_inference",
         "summarize",
