@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from coverage_scripts import FACTS, QUESTION, SUB_QUESTIONS, DocsSearch, three_part_script
 from pydantic import BaseModel
 from research_scripts import FACT, ResearchScript, lookup, scripted_model
 from temporalio.api.enums.v1 import EventType
@@ -336,3 +337,55 @@ async def test_a_run_past_its_history_budget_continues_as_new(
     assert outcome.final_state.nodes == progress.nodes_run
     assert len(outcome.final_state.nodes) == 12
     assert outcome.final_state.replan_count == 1 and outcome.final_state.end_reason == "grounded"
+
+
+# -- plan, one execute step per sub-question, coverage --------------------------------------------
+
+
+def docs_app(script: ResearchScript, docs: DocsSearch) -> App:
+    app = App()
+    app.research(
+        "docs", create_research_workflow(model=scripted_model(script), tools=[docs.tool()])
+    )
+    return app
+
+
+async def test_a_three_part_question_runs_a_plan_and_one_execute_per_part(
+    time_env: WorkflowEnvironment,
+) -> None:
+    docs = DocsSearch()
+    outcome, events, progress = await run(
+        time_env,
+        docs_app(three_part_script(), docs),
+        ResearchRequest(prompt=QUESTION, research="docs"),
+    )
+    report = outcome.final_state
+    assert docs.queries == SUB_QUESTIONS
+    types = activity_types(events)
+    assert types[:4] == ["research.plan", *["research.execute"] * 3]
+    summaries = activity_summaries(events)
+    assert summaries[0] == "docs: plan (split the question into sub-questions)"
+    assert summaries[1:4] == [
+        f"docs: execute sub-question {n}/3 (agent tool loop gathers evidence)" for n in (1, 2, 3)
+    ]
+    assert [entry.question for entry in report.coverage] == SUB_QUESTIONS
+    assert all(entry.covered for entry in report.coverage)
+    assert report.coverage[0].passages[0].text == FACTS["receive"]
+    assert report.end_reason == "grounded" and progress.nodes_run == report.nodes
+
+
+async def test_an_uncovered_part_replans_durably(time_env: WorkflowEnvironment) -> None:
+    docs = DocsSearch(withheld="finally")
+    outcome, events, _ = await run(
+        time_env,
+        docs_app(three_part_script(), docs),
+        ResearchRequest(prompt=QUESTION, research="docs"),
+    )
+    report = outcome.final_state
+    assert report.replan_count == 1 and report.regeneration_count == 0
+    assert docs.queries == [*SUB_QUESTIONS, SUB_QUESTIONS[2]]
+    summaries = activity_summaries(events)
+    assert "docs: replan 1/2 (1/3 sub-questions not found)" in summaries
+    assert "docs: execute sub-question 3/3 again after replan 1" in summaries
+    assert all(entry.covered for entry in report.coverage)
+    assert report.end_reason == "grounded"

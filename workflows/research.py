@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ResearchRequest,
         ResearchResume,
     )
-    from sleuth.research import Node, ResearchDigest, end_reason, next_node
+    from sleuth.research import Node, ResearchDigest, end_reason, is_grounded, next_node
 
 PLAN_PATCH = "research-plan"
 """The patch marker of the plan node (see the module docstring)."""
@@ -231,4 +231,10 @@ class ResearchWorkflow:
                 return f"{research}: regenerate {done + 1}/{digest.max_regenerations} ({score})"
             case _:
                 done = digest.replan_count
-                return f"{research}: replan {done + 1}/{digest.max_replans} ({score})"
+                reasons = [] if is_grounded(digest) else [score]
+                if digest.uncovered_count:
+                    reasons.append(
+                        f"{digest.uncovered_count}/{digest.sub_question_count} sub-questions "
+                        "not found"
+                    )
+                return f"{research}: replan {done + 1}/{digest.max_replans} ({'; '.join(reasons)})"
