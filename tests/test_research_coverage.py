@@ -4,12 +4,19 @@ uncovered part, the round's budget, and coverage in the report and the CLI's rep
 from __future__ import annotations
 
 import pytest
-from coverage_scripts import FACTS, QUESTION, SUB_QUESTIONS, DocsSearch, three_part_script
-from research_scripts import ResearchScript, lookup, scripted_model
+from coverage_scripts import (
+    FACTS,
+    QUESTION,
+    SUB_QUESTIONS,
+    DocsSearch,
+    named_part,
+    three_part_script,
+)
+from research_scripts import ResearchScript, lookup, scripted_model, tool_rounds
 
 from activities.research_models import ResearchOutcome
 from sleuth import create_research_workflow, next_node
-from sleuth.models.scripted import ScriptedModel, text
+from sleuth.models.scripted import ScriptedModel, text, tool_call
 from sleuth.research import (
     ResearchDigest,
     coverage,
@@ -145,16 +152,31 @@ async def test_a_part_never_found_ends_the_run_with_it_uncovered() -> None:
 async def test_the_rounds_iteration_budget_drops_the_parts_it_cannot_reach() -> None:
     script, docs = three_part_script(), DocsSearch()
     spec = create_research_workflow(
-        model=scripted_model(script), tools=[docs.tool()], max_iterations=3, max_replans=0
+        model=scripted_model(script), tools=[docs.tool()], max_iterations=2, max_replans=0
     )
     result = await spec.execute(QUESTION)
-    # Each part takes two model turns (a search, an answer): after two parts the round's three
-    # turns are spent, so the third part is never researched and stays uncovered.
+    # Two turns for three parts: each of the first two steps gets one turn (a search), then the
+    # round's budget is spent, so the third part is never researched and stays uncovered.
     assert result.state.nodes[:3] == ["plan", "execute", "execute"]
     assert result.state.nodes[3] != "execute"
     assert docs.queries == SUB_QUESTIONS[:2]
     assert [entry.researched for entry in result.final_state.coverage] == [1, 1, 0]
     assert result.final_state.end_reason == "max_replans"
+
+
+async def test_a_part_that_keeps_searching_leaves_the_later_parts_their_share() -> None:
+    def search_forever(call):  # type: ignore[no-untyped-def]
+        # A new query every turn (repeating one would trip the agent's loop detection).
+        return tool_call("search_docs", query=f"{named_part(call)} #{tool_rounds(call) + 1}")
+
+    script = ResearchScript(sub_questions=list(SUB_QUESTIONS), execute_turn=search_forever)
+    docs = DocsSearch()
+    spec = create_research_workflow(
+        model=scripted_model(script), tools=[docs.tool()], max_iterations=6, max_replans=0
+    )
+    await spec.execute(QUESTION)
+    # Six turns over three parts: two searches each, however eager the agent is.
+    assert docs.queries == [f"{part} #{n}" for part in SUB_QUESTIONS for n in (1, 2)]
 
 
 async def test_the_rounds_token_budget_ends_it_too() -> None:

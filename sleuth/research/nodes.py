@@ -128,14 +128,17 @@ async def execute_node(
     calls are appended to the evidence trail and the coverage of every sub-question is updated.
 
     The round's budget is `spec.max_iterations` model turns (and `spec.execute_token_budget`
-    tokens) over all its steps: each step may spend what the earlier ones left, and once it is
-    spent the sub-questions still pending are dropped, so the round ends.
+    tokens) over all its steps: each step may spend its share of what the earlier ones left (the
+    turns left over the sub-questions still pending), and once the budget is spent the
+    sub-questions still pending are dropped, so the round ends.
     """
     position = state.pending[0] if state.pending else None
     # A one-part question is researched as asked: its only sub-question is the question itself.
     part = position if position is not None and len(state.sub_questions) > 1 else None
     prompt = execute_prompt(state) if part is None else sub_question_prompt(state, part)
-    budget = max(1, spec.max_iterations - state.round_iterations)
+    # A fair share of what is left, so one part's searching cannot starve the parts after it.
+    left = spec.max_iterations - state.round_iterations
+    budget = max(1, left // max(1, len(state.pending)))
     agent = spec.build_agent(app, max_iterations=budget)
     result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
     offset = len(state.evidence)
