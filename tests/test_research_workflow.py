@@ -389,3 +389,34 @@ async def test_an_uncovered_part_replans_durably(time_env: WorkflowEnvironment) 
     assert "docs: execute sub-question 3/3 again after replan 1" in summaries
     assert all(entry.covered for entry in report.coverage)
     assert report.end_reason == "grounded"
+
+
+async def test_the_durable_report_lists_each_finding_and_source_once(
+    time_env: WorkflowEnvironment,
+) -> None:
+    repeated = {
+        "summary": "The CRM market grew 12 percent in 2024. Gartner measured the growth.",
+        "key_findings": [
+            "The CRM market grew 12 percent in 2024",
+            "the CRM market grew 12 percent in 2024, according to Gartner.",
+            "Gartner measured the growth.",
+        ],
+        "confidence": 0.9,
+    }
+
+    def respond(call: ModelCall) -> ModelResponse:
+        if node_of_request(call.messages) in (Node.SUMMARIZE, Node.REGENERATE):
+            return text(json.dumps(repeated))
+        return ResearchScript()(call)
+
+    app = research_app(respond, output_schema=Report)
+    outcome, _, _ = await run(time_env, app, ResearchRequest(prompt="q?", research="market"))
+    report = outcome.final_state
+    once = [
+        "the CRM market grew 12 percent in 2024, according to Gartner.",
+        "Gartner measured the growth.",
+    ]
+    typed = report.parsed(Report)
+    assert typed is not None and typed.key_findings == once
+    assert [c.claim for c in report.claims] == once
+    assert report.sources == ["gartner-2024.pdf"]
