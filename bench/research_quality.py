@@ -17,7 +17,7 @@ the named local model, and the benchmark prints, per question:
   (`missing`: claims with no quote, or a quote the evidence does not hold);
 - `covered`: sub-questions with an answering passage, of those planned;
 - `tools`, `replans`, `regens`: tool calls, replans and regenerations;
-- `wall`: seconds for the whole run;
+- `wall`: seconds for the whole run (each node's finish time goes to stderr as it happens);
 
 then the medians per model, side by side. Goals (issue #12): median recall ≥ 0.7, no claim in a
 final report whose quote is missing, median wall ≤ 180 s per question on 2 cores. `--report`
@@ -32,6 +32,7 @@ import json
 import os
 import re
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from typing import Any
 
 from activities.research_models import ResearchOutcome
 from sleuth.demo import docs_research
+from sleuth.events import Event, forward_events
 from sleuth.models import resolve
 from sleuth.rag.demo import ensure_demo_store
 from sleuth.research import ResearchReport, ResearchState, report_text
@@ -273,7 +275,14 @@ def quote_check(report: ResearchReport, state: ResearchState) -> tuple[float | N
 
 async def run_question(model_name: str, spec: Any, question: Question) -> Row:
     started = time.perf_counter()
-    result = await spec.execute(question.text)
+
+    def progress(event: Event) -> None:
+        if event.event_type == "research.node":
+            elapsed = time.perf_counter() - started
+            print(f"  {question.id}: {event.data['node']} done at {elapsed:.0f} s", file=sys.stderr)
+
+    with forward_events(progress):
+        result = await spec.execute(question.text)
     wall = time.perf_counter() - started
     report: ResearchReport = result.final_state
     state: ResearchState = result.state
