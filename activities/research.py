@@ -38,7 +38,7 @@ log = get_logger(__name__)
 
 
 class ResearchActivities:
-    """The six research nodes and the finish step, bound to the App whose research configs they run."""
+    """The seven research nodes and the finish step, bound to the App whose research configs they run."""
 
     def __init__(self, app: App, store: ArtifactStore | None = None):
         self.app = app
@@ -50,6 +50,7 @@ class ResearchActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [
+            self.plan,
             self.execute,
             self.causal_inference,
             self.summarize,
@@ -60,11 +61,19 @@ class ResearchActivities:
             self.review_subject,
         ]
 
+    @activity.defn(name="research.plan")
+    @mapped_errors
+    @streams_events
+    async def plan(self, request: NodeInput) -> NodeOutput:
+        """Write the question's sub-questions (the first node: it creates the run's state)."""
+        return await self._run(Node.PLAN, request)
+
     @activity.defn(name="research.execute")
     @mapped_errors
     @streams_events
     async def execute(self, request: NodeInput) -> NodeOutput:
-        """The agent tool loop; resumes from the checkpoint of a failed earlier attempt."""
+        """The agent tool loop on the next pending sub-question; resumes from the checkpoint of a
+        failed earlier attempt."""
         spec, state = await self._load(request)
         async with checkpointing(self.store) as (checkpoint, save):
             if checkpoint is not None:
@@ -112,7 +121,7 @@ class ResearchActivities:
     @mapped_errors
     @streams_events
     async def replan(self, request: NodeInput) -> NodeOutput:
-        """Write a prompt focused on the ungrounded claims."""
+        """Write a prompt focused on the uncovered sub-questions and the ungrounded claims."""
         return await self._run(Node.REPLAN, request)
 
     @activity.defn(name="research.finish")

@@ -40,8 +40,11 @@ class ResearchNodeConfig(StrictInput):
     """Timeouts and retry policy of every research node, one field per `Node`, and of the finish
     step. Override per run with `ResearchRequest.nodes`, e.g. `{"execute": {"heartbeat_seconds": 10}}`."""
 
+    plan: ActivitySettings = Field(default_factory=_node_defaults)
+    """One model call writing the question's sub-questions (none with `max_sub_questions=1`)."""
     execute: ActivitySettings = Field(default_factory=_execute_defaults)
-    """The agent tool loop: long, so it checkpoints every step and a retry resumes from there."""
+    """The agent tool loop on one sub-question: long, so it checkpoints every step and a retry
+    resumes from there."""
     causal_inference: ActivitySettings = Field(default_factory=_node_defaults)
     """One model call building the causal chain."""
     summarize: ActivitySettings = Field(default_factory=_node_defaults)
@@ -134,11 +137,11 @@ class NodeInput(BaseModel):
     research: str
     """The registered research config to run."""
     state_ref: str | None = None
-    """The artifact reference of the run's state; None for the first execute, which creates it."""
+    """The artifact reference of the run's state; None for the first node (plan), which creates it."""
     prompt: str | None = None
-    """The question (first execute only)."""
+    """The question (first node only)."""
     grounding_threshold: float | None = None
-    """Per-run limit overrides (first execute only)."""
+    """Per-run limit overrides (first node only)."""
     max_replans: int | None = None
     max_regenerations: int | None = None
     max_cost_usd: float | None = None

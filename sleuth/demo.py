@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from sleuth.app import App
 from sleuth.config import task_queue
+from sleuth.models.base import Model
 from sleuth.providers.python_packages import (
     PROVIDER_NAME,
     RESEARCH_NAME,
@@ -49,10 +50,14 @@ class DocsReport(BaseModel):
     )
 
 
-def docs_research(retriever: RAGRetriever | None = None) -> ResearchSpec:
-    """The `default` research config: the demo question's kind, over the python-docs store."""
+def docs_research(
+    retriever: RAGRetriever | None = None, *, model: Model | str | None = None
+) -> ResearchSpec:
+    """The `default` research config: the demo question's kind, over the python-docs store.
+    `model`: None is the default model (`$SLEUTH_MODEL`, else the embedded local model)."""
     retriever = retriever or ensure_demo_store()
     return create_research_workflow(
+        model=model,
         tools=[],
         output_schema=DocsReport,
         datastores={
@@ -64,7 +69,10 @@ def docs_research(retriever: RAGRetriever | None = None) -> ResearchSpec:
         grounding_threshold=0.8,
         max_replans=1,
         max_regenerations=1,
-        max_iterations=4,
+        # Two model turns (a search, an answer) for each of up to three sub-questions, and two
+        # spare: the demo question has three parts.
+        max_iterations=8,
+        max_sub_questions=3,
         # Room for the whole report: a JSON answer cut at the cap does not validate.
         max_output_tokens=600,
         name="default",

@@ -32,9 +32,12 @@ class ResearchScript:
     verdicts: list[bool] = field(default_factory=lambda: [True])
     tool_name: str = "lookup"
     tool_argument: str = "topic"
+    """The name of the tool's argument the execute agent fills in."""
     tool_calls_per_round: int = 1
     summary: str = "The CRM market grew 12 percent in 2024 according to Gartner."
     execute_turn: Callable[[ModelCall], ModelResponse] | None = None
+    sub_questions: list[str] = field(default_factory=lambda: ["How fast did the CRM market grow?"])
+    """What the plan node answers (a JSON array of these)."""
     seen: list[str] = field(default_factory=list)
     _written: int = 0
 
@@ -56,6 +59,8 @@ class ResearchScript:
             return text(self.summary)
         if node == "replan":
             return text("Look up the CRM market growth figure for 2024.")
+        if node == "plan":
+            return text(json.dumps(self.sub_questions))
         verdict = self.verdicts[min(max(self._written - 1, 0), len(self.verdicts) - 1)]
         return judge_answer(verdict)
 

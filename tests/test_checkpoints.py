@@ -361,7 +361,11 @@ async def test_a_retried_scan_item_resumes_its_research_where_it_stopped(
     app.research(
         "r",
         create_research_workflow(
-            model=ScriptedModel(responder=respond), tools=[lookup], judge_model=False
+            # One execute round: the tool calls counted are the resumed round's alone.
+            model=ScriptedModel(responder=respond),
+            tools=[lookup],
+            judge_model=False,
+            max_replans=0,
         ),
     )
     request = ResearchItemInput(

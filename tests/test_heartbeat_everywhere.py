@@ -197,7 +197,14 @@ CASES: dict[str, Callable[[], Callable[[], Awaitable[Any]]]] = {
     "research.execute": research_execute_case,
     **{
         f"research.{node}": (lambda node=node: research_case(node))
-        for node in ("causal_inference", "summarize", "grounding_eval", "regenerate", "replan")
+        for node in (
+            "plan",
+            "causal_inference",
+            "summarize",
+            "grounding_eval",
+            "regenerate",
+            "replan",
+        )
     },
     "agent.model_turn": lambda: agent_case("model"),
     "agent.tool": lambda: agent_case("tool"),

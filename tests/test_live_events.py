@@ -51,7 +51,7 @@ async def test_a_follower_sees_events_while_the_run_is_still_going(
             async for offset, event in follow_events(dev_env.client, handle.id, 3)
         ]
     assert [offset for offset, _, _ in seen] == list(range(len(seen)))
-    assert seen[0][1:] == ("research.node.started", {"research": "prices", "node": "execute"})
+    assert seen[0][1:] == ("research.node.started", {"research": "prices", "node": "plan"})
     tools = [data["tool"] for _, kind, data in seen if kind == "agent.tool.called"]
     assert tools == ["quick", "gated"]
     assert seen[-1][1] == "research.finished"
@@ -70,7 +70,7 @@ async def test_events_follow_a_run_across_continue_as_new(time_env: WorkflowEnvi
         kinds = [event.event_type async for _, event in follow_events(time_env.client, handle.id)]
     assert outcome.run_id != handle.first_execution_run_id, "the run continued as new"
     # Every node's start, across every run, is in the one stream (the budget keeps 200 events).
-    assert kinds.count("research.node.started") == len(outcome.final_state.nodes) == 11
+    assert kinds.count("research.node.started") == len(outcome.final_state.nodes) == 12
     assert kinds[-1] == "research.finished"
 
 

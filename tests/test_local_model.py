@@ -21,7 +21,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from activities.research_models import ResearchRequest
-from sleuth import App, create_research_workflow, tool
+from sleuth import App, create_research_workflow, next_node, tool
 from sleuth.models import Message, OutputSchema, ToolSpec, resolve, weights
 from sleuth.models.local import LocalModel
 from workers.worker import build_worker
@@ -223,6 +223,7 @@ async def test_a_tiny_durable_research_run_on_the_local_model(
             model=model_name,
             tools=[tool(acme_notes)],
             max_iterations=2,
+            max_sub_questions=1,  # one part: the question itself, no planning request
             max_replans=0,
             max_regenerations=0,
             causal_inference=False,
@@ -244,7 +245,7 @@ async def test_a_tiny_durable_research_run_on_the_local_model(
         history = await handle.fetch_history()
 
     state = outcome.final_state
-    assert state["nodes"][:3] == ["execute", "summarize", "grounding_eval"]
+    assert state["nodes"][:4] == ["plan", "execute", "summarize", "grounding_eval"]
     assert state["evidence"] and {e["tool"] for e in state["evidence"]} == {"acme_notes"}
     assert isinstance(state["summary"], str) and state["summary"].strip()
     assert 0.0 <= state["grounding_score"] <= 1.0
@@ -412,3 +413,49 @@ async def test_top_logprobs_under_a_grammar_report_the_models_own_preferences(
     assert response.logprobs is not None
     assert "".join(lp.token for lp in response.logprobs) == response.text
     assert all(len(lp.top) == 4 for lp in response.logprobs)
+
+
+SHOP_NOTES = {
+    "revenue": "Acme's revenue in 2024 was 4.1 billion dollars.",
+    "ceo": "Acme's chief executive officer (CEO) is Dana Whitfield.",
+    "headquarters": "Acme is headquartered in Leeds, England.",
+}
+
+
+async def test_a_three_part_question_gets_one_search_per_part_on_the_local_model(
+    model_name: str,
+) -> None:
+    searches: list[str] = []
+
+    @tool
+    def company_notes(topic: str) -> str:
+        """Look a topic up in the notes on Acme (topics: revenue, ceo, headquarters)."""
+        searches.append(topic)
+        for key, note in SHOP_NOTES.items():
+            if key in topic.lower() or key.rstrip("s") in topic.lower():
+                return note
+        return " ".join(SHOP_NOTES.values())
+
+    spec = create_research_workflow(
+        model=resolve(model_name, local_pull=False),
+        tools=[company_notes],
+        max_sub_questions=3,
+        max_iterations=6,
+        max_replans=0,
+        max_regenerations=0,
+        causal_inference=False,
+        max_output_tokens=160,
+    )
+    state = spec.initial_state(
+        "What was Acme's revenue in 2024, who is Acme's CEO, and where is Acme headquartered?"
+    )
+    # Drive the graph node by node, as the runners do, to see what each execute step gathered.
+    gathered: list[int] = []
+    while (node := next_node(state)) != "summarize":
+        before = len(state.evidence)
+        state = await spec.run_node(node, state)
+        if node == "execute":
+            gathered.append(len(state.evidence) - before)
+    assert len(state.sub_questions) == 3, state.sub_questions
+    assert len(gathered) == 3 and all(count >= 1 for count in gathered), (gathered, searches)
+    assert [entry.researched for entry in state.coverage] == [1, 1, 1]

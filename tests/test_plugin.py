@@ -76,7 +76,7 @@ async def test_three_lines_add_sleuth_to_a_plain_client_and_worker(
             PingWorkflow.run, "hi", id=f"ping-{uuid.uuid4()}", task_queue=task_queue
         )
     assert report["end_reason"] == "grounded" and report["grounding_score"] == 1.0
-    assert report["nodes"] == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert report["nodes"] == ["plan", "execute", "causal_inference", "summarize", "grounding_eval"]
     assert [e["tool"] for e in report["evidence"]] == ["lookup"]
     assert pong == "pong: hi"
 
@@ -175,7 +175,7 @@ async def test_interceptors_given_to_the_plugin_wrap_the_client_and_its_workers(
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert counting.started == ["ResearchWorkflow"]
-    assert scheduled[:2] == ["sleuth.search_attributes", "research.execute"]
+    assert scheduled[:2] == ["sleuth.search_attributes", "research.plan"]
     assert counting.activities == scheduled
 
 

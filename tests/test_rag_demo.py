@@ -77,6 +77,8 @@ def respond(call: ModelCall) -> ModelResponse:
         return text("\n".join(quoted_lines(call.last_user_text)))
     if node == "replan":
         return text("Look up the with statement and try statement topics.")
+    if node == "plan":
+        return text(json.dumps([DEMO_QUESTION]))  # one part: the searches above cover it all
     raise AssertionError(f"unexpected node {node}")
 
 

@@ -19,7 +19,9 @@ def route(node: str, **fields: object) -> str:
 
 
 def test_router_follows_the_graph() -> None:
-    assert route("start") == "execute"
+    assert route("start") == "plan"
+    assert route("plan") == "execute"
+    assert route("execute", pending_count=2) == "execute"
     assert route("execute") == "causal_inference"
     assert route("execute", causal_inference=False) == "summarize"
     assert route("causal_inference") == "summarize"
@@ -50,7 +52,7 @@ async def test_grounded_at_once() -> None:
     assert state["end_reason"] == "grounded"
     assert state["grounding_score"] == 1.0
     assert state["replan_count"] == 0 and state["regeneration_count"] == 0
-    assert state["nodes"] == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert state["nodes"] == ["plan", "execute", "causal_inference", "summarize", "grounding_eval"]
     assert state["summary"] == script.summary
     assert state["causal_chain"].startswith("Vendor consolidation")
     assert [e["tool"] for e in state["evidence"]] == ["lookup"]
@@ -113,7 +115,7 @@ async def test_per_run_overrides_and_no_causal_inference() -> None:
     state = (
         await spec.execute({"prompt": "q?", "max_replans": 0, "max_regenerations": 0})
     ).final_state
-    assert state["nodes"] == ["execute", "summarize", "grounding_eval"]
+    assert state["nodes"] == ["plan", "execute", "summarize", "grounding_eval"]
     assert "causal_inference" not in script.seen
 
 

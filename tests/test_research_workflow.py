@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from coverage_scripts import FACTS, QUESTION, SUB_QUESTIONS, DocsSearch, three_part_script
 from pydantic import BaseModel
 from research_scripts import FACT, ResearchScript, lookup, scripted_model
 from temporalio.api.enums.v1 import EventType
@@ -81,12 +82,12 @@ async def test_grounded_at_once(time_env: WorkflowEnvironment) -> None:
     )
     state = outcome.final_state
     assert state["end_reason"] == "grounded" and state["grounding_score"] == 1.0
-    assert state["nodes"] == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert state["nodes"] == ["plan", "execute", "causal_inference", "summarize", "grounding_eval"]
     assert [e["tool"] for e in state["evidence"]] == ["lookup"]
     assert state["claims"][0]["evidence"] == [1]
     summaries = activity_summaries(events)
-    # The search-attribute lookup, four nodes and the report.
-    assert len(summaries) == 6 and all(s.startswith("market: ") for s in summaries)
+    # The search-attribute lookup, the plan, four nodes and the report.
+    assert len(summaries) == 7 and all(s.startswith("market: ") for s in summaries)
     assert summaries[-1] == "market: report (grounded)"
     assert progress.status == "done" and progress.node == "grounding_eval"
     assert progress.nodes_run == state["nodes"] and progress.score_history == [1.0]
@@ -230,7 +231,7 @@ async def test_the_workflow_alone_decides_the_end(time_env: WorkflowEnvironment)
     # report, and none decides the run is over.
     # The first result is the search-attribute lookup's, the last the report's.
     node_results = completed_results(events)[1:-1]
-    assert len(node_results) == len(outcome.final_state.nodes) == 11
+    assert len(node_results) == len(outcome.final_state.nodes) == 12
     for result in node_results:
         assert set(result) == {"state_ref", "digest"}
         assert "score_history" not in result["digest"]  # type: ignore[operator]
@@ -336,5 +337,88 @@ async def test_a_run_past_its_history_budget_continues_as_new(
     assert len(first_run.events) < 40
     assert progress.runs > 2
     assert outcome.final_state.nodes == progress.nodes_run
-    assert len(outcome.final_state.nodes) == 11
+    assert len(outcome.final_state.nodes) == 12
     assert outcome.final_state.replan_count == 1 and outcome.final_state.end_reason == "grounded"
+
+
+# -- plan, one execute step per sub-question, coverage --------------------------------------------
+
+
+def docs_app(script: ResearchScript, docs: DocsSearch) -> App:
+    app = App()
+    app.research(
+        "docs", create_research_workflow(model=scripted_model(script), tools=[docs.tool()])
+    )
+    return app
+
+
+async def test_a_three_part_question_runs_a_plan_and_one_execute_per_part(
+    time_env: WorkflowEnvironment,
+) -> None:
+    docs = DocsSearch()
+    outcome, events, progress = await run(
+        time_env,
+        docs_app(three_part_script(), docs),
+        ResearchRequest(prompt=QUESTION, research="docs"),
+    )
+    report = outcome.final_state
+    assert docs.queries == SUB_QUESTIONS
+    types = activity_types(events)
+    assert types[:4] == ["research.plan", *["research.execute"] * 3]
+    summaries = activity_summaries(events)
+    assert summaries[0] == "docs: plan (split the question into sub-questions)"
+    assert summaries[1:4] == [
+        f"docs: execute sub-question {n}/3 (agent tool loop gathers evidence)" for n in (1, 2, 3)
+    ]
+    assert [entry.question for entry in report.coverage] == SUB_QUESTIONS
+    assert all(entry.covered for entry in report.coverage)
+    assert report.coverage[0].passages[0].text == FACTS["receive"]
+    assert report.end_reason == "grounded" and progress.nodes_run == report.nodes
+
+
+async def test_an_uncovered_part_replans_durably(time_env: WorkflowEnvironment) -> None:
+    docs = DocsSearch(withheld="finally")
+    outcome, events, _ = await run(
+        time_env,
+        docs_app(three_part_script(), docs),
+        ResearchRequest(prompt=QUESTION, research="docs"),
+    )
+    report = outcome.final_state
+    assert report.replan_count == 1 and report.regeneration_count == 0
+    assert docs.queries == [*SUB_QUESTIONS, SUB_QUESTIONS[2]]
+    summaries = activity_summaries(events)
+    assert "docs: replan 1/2 (1/3 sub-questions not found)" in summaries
+    assert "docs: execute sub-question 3/3 again after replan 1" in summaries
+    assert all(entry.covered for entry in report.coverage)
+    assert report.end_reason == "grounded"
+
+
+async def test_the_durable_report_lists_each_finding_and_source_once(
+    time_env: WorkflowEnvironment,
+) -> None:
+    repeated = {
+        "summary": "The CRM market grew 12 percent in 2024. Gartner measured the growth.",
+        "key_findings": [
+            "The CRM market grew 12 percent in 2024",
+            "the CRM market grew 12 percent in 2024, according to Gartner.",
+            "Gartner measured the growth.",
+        ],
+        "confidence": 0.9,
+    }
+
+    def respond(call: ModelCall) -> ModelResponse:
+        if node_of_request(call.messages) in (Node.SUMMARIZE, Node.REGENERATE):
+            return text(json.dumps(repeated))
+        return ResearchScript()(call)
+
+    app = research_app(respond, output_schema=Report)
+    outcome, _, _ = await run(time_env, app, ResearchRequest(prompt="q?", research="market"))
+    report = outcome.final_state
+    once = [
+        "the CRM market grew 12 percent in 2024, according to Gartner.",
+        "Gartner measured the growth.",
+    ]
+    typed = report.parsed(Report)
+    assert typed is not None and typed.key_findings == once
+    assert [c.claim for c in report.claims] == once
+    assert report.sources == ["gartner-2024.pdf"]

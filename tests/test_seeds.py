@@ -694,6 +694,7 @@ async def test_create_research_workflow(seed: str, capsys: pytest.CaptureFixture
     # run is grounded: no replan needed.
     assert capsys.readouterr().out == "grounding: 100%\nreplans used: 0\n"
     assert result.final_state.nodes == [
+        "plan",
         "execute",
         "causal_inference",
         "summarize",

@@ -192,6 +192,7 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
         data = report.model_dump(mode="json", include={"structured_output"})["structured_output"]
         structured = json.dumps(data, indent=2, ensure_ascii=False)
         lines += ["Structured output", "-----------------", structured, ""]
+    lines += format_coverage(report)
     if report.claims:
         lines += ["Findings", "--------", *_claim_lines(report), ""]
     lines += ["Sources", "-------", *(f"- {s}" for s in report.sources or ["(none cited)"]), ""]
@@ -259,6 +260,26 @@ def _judged_by(report: ResearchReport) -> str:
         else ""
     )
     return judge + needed
+
+
+def format_coverage(report: ResearchReport) -> list[str]:
+    """The report's Coverage section: each sub-question, then the passages that answer it with
+    their evidence numbers and sources, or "not found"."""
+    if not report.coverage:
+        return []
+    lines = ["Coverage", "--------"]
+    for number, entry in enumerate(report.coverage, start=1):
+        mark = "✓" if entry.covered else "✗"
+        lines.append(f"{mark} {number}. {entry.question}")
+        if not entry.passages:
+            lines.append("     not found")
+        for passage in entry.passages:
+            text = " ".join(passage.text.split())
+            text = text if len(text) <= 160 else text[:160] + " …"
+            where = f"{passage.source}#{passage.location}" if passage.location else passage.source
+            lines.append(f"     [{passage.evidence}] {where}: {text}")
+    lines.append("")
+    return lines
 
 
 def _slug(name: str) -> str:

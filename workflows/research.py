@@ -11,6 +11,9 @@ When `next_node` says `review`, the run waits durably for its `review` Update (a
 `ReviewDecision`); the `pending_review` Query shows what waits, the memo says "awaiting review"
 and the `SleuthReviewState` search attribute is `awaiting`. Counters, score, tokens and cost are
 upserted as search attributes as the run goes (see `workflows.attributes`).
+
+The plan node came later than the others: runs started before it (no `research-plan` marker in
+their history) go straight to execute, so their histories still replay.
 """
 
 from __future__ import annotations
@@ -50,7 +53,11 @@ with workflow.unsafe.imports_passed_through():
 from workflows import attributes, metrics
 from workflows.review import REVIEW_STATES, ReviewGate
 
+PLAN_PATCH = "research-plan"
+"""The patch marker of the plan node (see the module docstring)."""
+
 _ACTIVITIES = {
+    Node.PLAN: ResearchActivities.plan,
     Node.EXECUTE: ResearchActivities.execute,
     Node.CAUSAL_INFERENCE: ResearchActivities.causal_inference,
     Node.SUMMARIZE: ResearchActivities.summarize,
@@ -110,6 +117,9 @@ class ResearchWorkflow:
         self._attributes.upsert({attributes.RESEARCH: request.research})
         nodes_this_run = 0
         while (node := next_node(digest)) != Node.DONE:
+            if node == Node.PLAN and not workflow.patched(PLAN_PATCH):
+                digest = digest.model_copy(update={"node": Node.PLAN})
+                continue
             if state_ref is not None and nodes_this_run and self._history_budget_spent(request):
                 workflow.logger.info(
                     "research continues as new after %d events",
@@ -344,6 +354,13 @@ class ResearchWorkflow:
         """The line the Web UI shows for each activity call."""
         score = f"score {digest.grounding_score or 0:.0%} < {digest.grounding_threshold:.0%}"
         match node:
+            case Node.PLAN:
+                return f"{research}: plan (split the question into sub-questions)"
+            case Node.EXECUTE if digest.pending_count and digest.sub_question_count:
+                part = f"sub-question {digest.next_sub_question}/{digest.sub_question_count}"
+                if digest.replan_count:
+                    return f"{research}: execute {part} again after replan {digest.replan_count}"
+                return f"{research}: execute {part} (agent tool loop gathers evidence)"
             case Node.EXECUTE if digest.replan_count:
                 return f"{research}: execute (research again after replan {digest.replan_count})"
             case Node.EXECUTE:
@@ -364,4 +381,10 @@ class ResearchWorkflow:
                 return f"{research}: replan as the reviewer asked"
             case _:
                 done = digest.replan_count
-                return f"{research}: replan {done + 1}/{digest.max_replans} ({score})"
+                reasons = [] if is_grounded(digest) else [score]
+                if digest.uncovered_count:
+                    reasons.append(
+                        f"{digest.uncovered_count}/{digest.sub_question_count} sub-questions "
+                        "not found"
+                    )
+                return f"{research}: replan {done + 1}/{digest.max_replans} ({'; '.join(reasons)})"

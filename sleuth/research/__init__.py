@@ -1,4 +1,4 @@
-"""The research graph: execute → causal inference → summarize → grounding eval → regenerate | replan.
+"""The research graph: plan → execute (per sub-question) → causal inference → summarize → grounding eval → regenerate | replan.
 
 One implementation of each node and one pure router, `next_node(state)`, serve two runners:
 `await spec.execute({"prompt": ...})` runs the graph in-process, and `workflows.ResearchWorkflow`
@@ -6,10 +6,10 @@ runs every node as a Temporal activity that calls the very same node functions. 
 run ends with a `ResearchReport`.
 
 The modules follow the graph: `router` (the `Node` enum, the digest it reads, `next_node`,
-`end_reason`, `record_review`), `state` (what a run knows), `nodes` (the node functions and their
-prompts), `citations` (the numbered passages a writer cites), `report` (the typed report:
-deduplicate, order), `review` (what a reviewer is shown) and `spec` (`ResearchSpec`, the
-in-process runner).
+`end_reason`, `record_review`), `plan` (sub-questions and their coverage), `state` (what a run
+knows), `nodes` (the node functions and their prompts), `citations` (the numbered passages a
+writer cites), `report` (the typed report: deduplicate, order), `review` (what a reviewer is
+shown) and `spec` (`ResearchSpec`, the in-process runner).
 """
 
 from sleuth.research.nodes import (
@@ -27,11 +27,19 @@ from sleuth.research.nodes import (
     grounded_text,
     grounding_eval_node,
     node_of_request,
+    plan_node,
     regenerate_node,
     replan_node,
     report_text,
     summarize_node,
     unsupported_claims,
+)
+from sleuth.research.plan import (
+    MAX_SUB_QUESTIONS,
+    PLAN_PROMPT,
+    coverage,
+    parse_sub_questions,
+    uncovered,
 )
 from sleuth.research.report import (
     EvidenceRecord,
@@ -57,6 +65,7 @@ from sleuth.research.router import (
     ResearchDigest,
     budget_spent,
     end_reason,
+    is_covered,
     is_grounded,
     next_node,
     record_review,
@@ -72,9 +81,25 @@ from sleuth.research.spec import (
     RoundJournal,
     create_research_workflow,
 )
-from sleuth.research.state import Citation, ClaimRecord, Record, ResearchState
+from sleuth.research.state import (
+    Citation,
+    ClaimRecord,
+    CoveragePassage,
+    Record,
+    ResearchState,
+    SubQuestionCoverage,
+)
 
 __all__ = [
+    "SubQuestionCoverage",
+    "CoveragePassage",
+    "is_covered",
+    "plan_node",
+    "uncovered",
+    "parse_sub_questions",
+    "coverage",
+    "PLAN_PROMPT",
+    "MAX_SUB_QUESTIONS",
     "CAUSAL_PROMPT",
     "DONE",
     "EXECUTE_PROMPT",

@@ -29,6 +29,13 @@ from sleuth.research.citations import (
     render_passages,
     writer_passages,
 )
+from sleuth.research.plan import (
+    PLAN_PROMPT,
+    coverage,
+    sub_question_prompt,
+    uncovered,
+    write_sub_questions,
+)
 from sleuth.research.report import dedupe_findings, dedupe_text_lists
 from sleuth.research.router import Node
 from sleuth.research.state import ClaimRecord, ResearchState
@@ -63,11 +70,14 @@ REGENERATE_PROMPT = (
     "states it, like [2]. Do not add facts the passages do not state."
 )
 REPLAN_PROMPT = (
-    "You are a research planner. Some claims of the report have no supporting evidence. Write a "
-    "short, focused research prompt (at most five sentences) telling a research agent exactly what "
-    "to look up so those claims can be confirmed or refuted. Reply with the prompt only."
+    "You are a research planner. The report is incomplete: some parts of the question have no "
+    "evidence yet, or some claims of the report have no supporting evidence. Write a short, "
+    "focused research prompt (at most five sentences) telling a research agent exactly what to "
+    "look up so those parts are answered and those claims confirmed or refuted. Reply with the "
+    "prompt only."
 )
 NODE_PROMPTS: dict[Node, str] = {
+    Node.PLAN: PLAN_PROMPT,
     Node.CAUSAL_INFERENCE: CAUSAL_PROMPT,
     Node.SUMMARIZE: SUMMARIZE_PROMPT,
     Node.REGENERATE: REGENERATE_PROMPT,
@@ -131,6 +141,27 @@ class _Meter:
         return response
 
 
+async def plan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
+    """Write the question's sub-questions and queue every one for the first execute round.
+
+    After a reviewer's `revise` the plan is written again, following the remark; that counts as
+    a revision (see `_counted`)."""
+    meter = _Meter(spec.model, state)
+    sub_questions = await write_sub_questions(spec, state, meter)
+    revised = {"revision_count": state.revision_count + 1, "review_remark": None}
+    return state.model_copy(
+        update={
+            **(revised if state.review_remark else {}),
+            "sub_questions": sub_questions,
+            "pending": list(range(len(sub_questions))),
+            "coverage": coverage(sub_questions, state.evidence),
+            "round_iterations": 0,
+            "round_tokens": 0,
+            "usage": state.usage + meter.usage,
+        }
+    )
+
+
 async def execute_node(
     spec: ResearchSpec,
     state: ResearchState,
@@ -139,23 +170,52 @@ async def execute_node(
     checkpoint: LoopState | None = None,
     on_checkpoint: CheckpointHook | None = None,
 ) -> ResearchState:
-    """The agent tool loop (reflexion on); its tool calls are appended to the evidence trail.
-    With a cost budget the agent may spend what is left of it."""
-    left = None if state.max_cost_usd is None else state.max_cost_usd - state.usage.cost_usd
-    agent = spec.build_agent(app, max_cost_usd=left)
-    result = await agent.arun(
-        execute_prompt(state), checkpoint=checkpoint, on_checkpoint=on_checkpoint
-    )
+    """One step of an execute round: the agent tool loop (reflexion on) on the next pending
+    sub-question, named in its prompt (on the whole question when none is pending). Its tool
+    calls are appended to the evidence trail and the coverage of every sub-question is updated.
+
+    The round's budget is `spec.max_iterations` model turns (and `spec.execute_token_budget`
+    tokens) over all its steps: each step may spend its share of what the earlier ones left (the
+    turns left over the sub-questions still pending), and once the budget is spent the
+    sub-questions still pending are dropped, so the round ends. With a cost budget the agent
+    may spend what is left of it.
+    """
+    position = state.pending[0] if state.pending else None
+    # A one-part question is researched as asked: its only sub-question is the question itself.
+    part = position if position is not None and len(state.sub_questions) > 1 else None
+    prompt = execute_prompt(state) if part is None else sub_question_prompt(state, part)
+    # A fair share of what is left, so one part's searching cannot starve the parts after it.
+    left = spec.max_iterations - state.round_iterations
+    budget = max(1, left // max(1, len(state.pending)))
+    cost_left = None if state.max_cost_usd is None else state.max_cost_usd - state.usage.cost_usd
+    agent = spec.build_agent(app, max_iterations=budget, max_cost_usd=cost_left)
+    result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
     offset = len(state.evidence)
     gathered = [
-        item.model_copy(update={"index": offset + position})
-        for position, item in enumerate(result.evidence, start=1)
+        item.model_copy(update={"index": offset + number})
+        for number, item in enumerate(result.evidence, start=1)
     ]
-    findings = "\n\n".join(p for p in (state.findings, result.message.strip()) if p)
+    evidence = [*state.evidence, *gathered]
+    answer = result.message.strip()
+    if answer and part is not None:
+        answer = f"{state.sub_questions[part]}\n{answer}"
+    findings = "\n\n".join(p for p in (state.findings, answer) if p)
+    round_iterations = state.round_iterations + result.iterations
+    round_tokens = state.round_tokens + result.usage.total_tokens
+    spent = round_iterations >= spec.max_iterations or (
+        spec.execute_token_budget is not None and round_tokens >= spec.execute_token_budget
+    )
+    covered = coverage(state.sub_questions, evidence, state.coverage)
+    if position is not None:
+        covered[position].researched += 1
     return state.model_copy(
         update={
-            "evidence": [*state.evidence, *gathered],
+            "evidence": evidence,
             "findings": findings,
+            "coverage": covered,
+            "pending": [] if spent else state.pending[1:],
+            "round_iterations": round_iterations,
+            "round_tokens": round_tokens,
             "usage": state.usage + result.usage,
             "agent_stop_reasons": [*state.agent_stop_reasons, result.stop_reason],
             "budget_exhausted": left is not None and result.stop_reason == BUDGET_EXHAUSTED,
@@ -164,7 +224,8 @@ async def execute_node(
 
 
 def execute_prompt(state: ResearchState) -> str:
-    """The execute agent's prompt: the question, plus the replan's focus after a replan."""
+    """The execute agent's prompt when no sub-question is pending: the question, plus the
+    replan's focus after a replan."""
     if not state.focused_prompt:
         return state.prompt
     return (
@@ -271,34 +332,35 @@ async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchS
 
 
 async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
-    """A prompt focused on the ungrounded claims, for the next execute round.
+    """A prompt focused on the uncovered sub-questions and the ungrounded claims, for the next
+    execute round, which researches the uncovered sub-questions again one by one.
 
     With a reviewer's remark (a `revise` decision on the plan) the current plan is rewritten to
     follow it; that counts as a revision, not a replan, and replaces the plan under review."""
     meter = _Meter(spec.model, state)
-    ungrounded = unsupported_claims(state)
+    missing = uncovered(state)
+    gaps = _gaps(state, missing)
     current = f"\n\nCurrent plan:\n{state.focused_prompt}" if state.review_remark else ""
     response = await meter.request(
         [
             Message(role="system", content=REPLAN_PROMPT),
             Message(
                 role="user",
-                content=f"Question:\n{state.prompt}\n\nUnsupported claims:\n{ungrounded}"
-                + current
-                + _remark_text(state),
+                content=f"Question:\n{state.prompt}\n\n{gaps}" + current + _remark_text(state),
             ),
         ],
         max_output_tokens=spec.max_output_tokens,
     )
-    focused = response.text.strip() or (
-        f"Find evidence that confirms or refutes these claims:\n{ungrounded}"
-    )
+    focused = response.text.strip() or f"Find evidence for what is missing.\n\n{gaps}"
     earlier = state.focused_prompts[:-1] if state.review_remark else state.focused_prompts
     return state.model_copy(
         update={
             "focused_prompt": focused,
             "focused_prompts": [*earlier, focused],
             **_counted(state, "replan_count"),
+            "pending": missing,
+            "round_iterations": 0,
+            "round_tokens": 0,
             "usage": state.usage + meter.usage,
         }
     )
@@ -318,6 +380,17 @@ def _counted(state: ResearchState, counter: str) -> dict[str, Any]:
         return {"revision_count": state.revision_count + 1, "review_remark": None}
     current: int = getattr(state, counter)
     return {counter: current + 1}
+
+
+def _gaps(state: ResearchState, missing: list[int]) -> str:
+    """What the replan prompt names: the uncovered sub-questions and the ungrounded claims."""
+    parts = []
+    if missing:
+        listed = "\n".join(f"- {state.sub_questions[i]}" for i in missing)
+        parts.append(f"Parts of the question with no evidence yet:\n{listed}")
+    if any(not c.grounded for c in state.claims) or not missing:
+        parts.append(f"Unsupported claims:\n{unsupported_claims(state)}")
+    return "\n\n".join(parts)
 
 
 # -- writing the report ---------------------------------------------------------------------------

@@ -15,7 +15,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from sleuth.research.router import EndReason, Node
-from sleuth.research.state import ClaimRecord, Record, ResearchState
+from sleuth.research.state import (
+    ClaimRecord,
+    Record,
+    ResearchState,
+    SubQuestionCoverage,
+)
 from sleuth.review import ReviewRecord
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -63,7 +68,10 @@ class ResearchReport(Record):
     output_error: str | None = None
     """Why the answer did not validate against the output schema, if it did not."""
     findings: str = ""
-    """The execute agent's own answers, one paragraph per execute round."""
+    """The execute agent's own answers, one paragraph per execute step."""
+    coverage: list[SubQuestionCoverage] = Field(default_factory=list)
+    """The plan's sub-questions, each with the evidence items and passages that answer it
+    (`covered` false: "not found")."""
     causal_chain: str = ""
     grounding_score: float | None = None
     """The share of claims the judge found grounded at the last grounding eval."""
@@ -156,6 +164,7 @@ def build_final_state(
         summary=state.summary,
         output_error=state.output_error,
         findings=state.findings,
+        coverage=list(state.coverage),
         causal_chain=state.causal_chain,
         grounding_score=state.grounding_score,
         grounding_threshold=state.grounding_threshold,

@@ -14,7 +14,7 @@ from typing import Any
 
 from sleuth.events import emit
 from sleuth.research.nodes import grounded_text
-from sleuth.research.router import record_review, review_point, revise_refusal
+from sleuth.research.router import Node, record_review, review_point, revise_refusal
 from sleuth.research.state import ResearchState
 from sleuth.review import (
     PendingReview,
@@ -57,8 +57,13 @@ def review_subject(state: ResearchState) -> ReviewSubject:
         "cost_usd": state.usage.cost_usd,
     }
     if point == "plan":
-        details["plan"] = _cut(state.focused_prompt, PLAN_CHARS)
-        subject = f"plan for {preview(state.prompt, 80)!r}: {preview(state.focused_prompt, 160)}"
+        plan = state.focused_prompt
+        if state.node == Node.PLAN:
+            # The plan node's plan is the question's sub-questions.
+            details["sub_questions"] = list(state.sub_questions)
+            plan = "\n".join(f"{i}. {q}" for i, q in enumerate(state.sub_questions, start=1))
+        details["plan"] = _cut(plan, PLAN_CHARS)
+        subject = f"plan for {preview(state.prompt, 80)!r}: {preview(plan, 160)}"
     else:
         score, threshold = state.grounding_score, state.grounding_threshold
         details |= {

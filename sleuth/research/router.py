@@ -24,10 +24,11 @@ from sleuth.review import MAX_REVISIONS, ReviewPoint, ReviewSettings, Verdict
 
 
 class Node(StrEnum):
-    """A position in the research graph: `start`, one of the six nodes, `review` (a person
+    """A position in the research graph: `start`, one of the seven nodes, `review` (a person
     decides) or `done`."""
 
     START = "start"
+    PLAN = "plan"
     EXECUTE = "execute"
     CAUSAL_INFERENCE = "causal_inference"
     SUMMARIZE = "summarize"
@@ -42,6 +43,7 @@ NodeName = Node
 """The former name of `Node` (a Literal of the node names); kept so old imports keep working."""
 
 NODES: tuple[Node, ...] = (
+    Node.PLAN,
     Node.EXECUTE,
     Node.CAUSAL_INFERENCE,
     Node.SUMMARIZE,
@@ -54,13 +56,13 @@ DONE = Node.DONE
 START = Node.START
 REVIEW = Node.REVIEW
 
-PLAN_NODES: frozenset[Node] = frozenset({Node.REPLAN})
+PLAN_NODES: frozenset[Node] = frozenset({Node.PLAN, Node.REPLAN})
 """Nodes whose output is a plan for the next execute round: the `plan` review point pauses
 after them, and a revised plan is written by the same node again."""
 
 EndReason = Literal["grounded", "max_replans", "max_regenerations", "rejected", "budget_exhausted"]
-"""Why a run ended: its summary met the grounding threshold, the loops it may spend ran out, a
-reviewer rejected it, or its cost budget was spent."""
+"""Why a run ended: its summary met the grounding threshold with every sub-question covered,
+the loops it may spend ran out, a reviewer rejected it, or its cost budget was spent."""
 
 MAX_LOOPS = 10
 """The most replans, and the most regenerations, one run may spend (per-run overrides included)."""
@@ -111,6 +113,16 @@ class ResearchDigest(BaseModel):
     """Plans and summaries written again because a reviewer asked (not counted as replans or
     regenerations)."""
 
+    sub_question_count: int = Field(default=0, ge=0)
+    """The sub-questions the plan node wrote (0 before it ran, and in runs begun without it)."""
+    pending_count: int = Field(default=0, ge=0)
+    """Sub-questions the current execute round has still to research: execute runs again while
+    any are left (the execute node drops them all once the round's budget is spent)."""
+    next_sub_question: int = Field(default=0, ge=0)
+    """The 1-based number of the sub-question the next execute step researches (0: none pending)."""
+    uncovered_count: int = Field(default=0, ge=0)
+    """Sub-questions no evidence passage answers yet: a reason to replan, like an ungrounded claim."""
+
     @field_validator("node", mode="before")
     @classmethod
     def _known_node(cls, value: object) -> Node:
@@ -143,14 +155,22 @@ def budget_spent(state: ResearchDigest | Mapping[str, Any]) -> bool:
     return digest.max_cost_usd is not None and digest.cost_usd >= digest.max_cost_usd
 
 
+def is_covered(state: ResearchDigest | Mapping[str, Any]) -> bool:
+    """Whether evidence answers every sub-question of the plan (vacuously true without one)."""
+    return _as_digest(state).uncovered_count == 0
+
+
 def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
     """The node to run after `state.node`, or `Node.DONE`. Pure: both runners route with it.
 
-    After grounding eval: score ≥ threshold → done; else regenerations left → regenerate; else
-    replans left → replan; else done. Where the run's review settings pause it (after a plan,
-    and before a run ends after grounding eval) the answer is `review`; after a review,
-    `approve` goes where the run would have gone, `revise` writes the plan (or summary) again and
-    `reject` ends the run. A spent cost budget ends the run.
+    Start → plan → execute, once per sub-question of the round (while `pending_count` > 0).
+    After grounding eval: grounded (score ≥ threshold) and every sub-question covered → done;
+    not grounded and regenerations left → regenerate; else replans left → replan (an uncovered
+    sub-question needs new evidence, which only a replan's execute round gathers); else done.
+    Where the run's review settings pause it (after a plan, and before a run ends after grounding
+    eval) the answer is `review`; after a review, `approve` goes where the run would have gone,
+    `revise` writes the plan (or summary) again and `reject` ends the run. A spent cost budget
+    ends the run.
     """
     digest = _as_digest(state)
     if digest.node == Node.DONE:
@@ -161,6 +181,8 @@ def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
         return Node.DONE
     match digest.node:
         case Node.START:
+            return Node.PLAN
+        case Node.EXECUTE if digest.pending_count > 0:
             return Node.EXECUTE
         case Node.EXECUTE:
             return Node.CAUSAL_INFERENCE if digest.causal_inference else Node.SUMMARIZE
@@ -177,9 +199,10 @@ def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
 
 
 def _after_grounding(digest: ResearchDigest) -> Node:
-    if is_grounded(digest):
+    grounded = is_grounded(digest)
+    if grounded and is_covered(digest):
         return Node.DONE
-    if digest.regeneration_count < digest.max_regenerations:
+    if not grounded and digest.regeneration_count < digest.max_regenerations:
         return Node.REGENERATE
     if digest.replan_count < digest.max_replans:
         return Node.REPLAN
@@ -246,14 +269,16 @@ def record_review(state: DigestT, decision: Verdict) -> DigestT:
 
 
 def end_reason(state: ResearchDigest | Mapping[str, Any]) -> EndReason:
-    """Why a finished run ended: `rejected`, `grounded`, `budget_exhausted`, `max_replans` or
-    `max_regenerations`."""
+    """Why a finished run ended: `rejected`, `grounded` (and every sub-question covered),
+    `budget_exhausted`, `max_replans` or `max_regenerations`."""
     digest = _as_digest(state)
     if digest.node == Node.REVIEW and digest.review_decision == "reject":
         return "rejected"
-    if is_grounded(digest):
+    grounded = is_grounded(digest)
+    if grounded and is_covered(digest):
         return "grounded"
     if budget_spent(digest):
         return "budget_exhausted"
-    # Replans are spent after regenerations, so whenever replans were allowed they ran out last.
-    return "max_replans" if digest.max_replans > 0 else "max_regenerations"
+    # Replans are spent after regenerations, so whenever replans were allowed they ran out last;
+    # a grounded report with an uncovered sub-question could only have gone on by replanning.
+    return "max_replans" if digest.max_replans > 0 or grounded else "max_regenerations"

@@ -34,10 +34,12 @@ from sleuth.research.nodes import (
     causal_inference_node,
     execute_node,
     grounding_eval_node,
+    plan_node,
     regenerate_node,
     replan_node,
     summarize_node,
 )
+from sleuth.research.plan import MAX_SUB_QUESTIONS
 from sleuth.research.report import ResearchReport, build_final_state, finish
 from sleuth.research.review import ask_reviewer
 from sleuth.research.router import (
@@ -67,6 +69,8 @@ MAX_OUTPUT_TOKENS = 200_000
 """The largest `max_output_tokens` a spec accepts."""
 MAX_COST_USD = 100_000.0
 """The largest cost budget (`max_cost_usd`) a spec or a run accepts."""
+MAX_EXECUTE_TOKENS = 10_000_000
+"""The largest `execute_token_budget` a spec accepts."""
 
 
 def check_prompt(prompt: str) -> str:
@@ -186,10 +190,15 @@ class ResearchSpec:
         max_cost_usd: float | None = None,
         claim_threshold: float | None = None,
         grounding_embedder: Embedder | None = None,
+        max_sub_questions: int = 4,
+        execute_token_budget: int | None = None,
     ):
         _check_range("grounding_threshold", grounding_threshold, 0.0, 1.0)
         if claim_threshold is not None:
             _check_range("claim_threshold", claim_threshold, 0.0, 1.0)
+        _check_range("max_sub_questions", max_sub_questions, 1, MAX_SUB_QUESTIONS)
+        if execute_token_budget is not None:
+            _check_range("execute_token_budget", execute_token_budget, 1, MAX_EXECUTE_TOKENS)
         _check_range("max_replans", max_replans, 0, MAX_LOOPS)
         _check_range("max_regenerations", max_regenerations, 0, MAX_LOOPS)
         _check_range("max_iterations", max_iterations, 1, MAX_ITERATIONS)
@@ -221,6 +230,8 @@ class ResearchSpec:
                     f"{max_cost_usd}"
                 )
             self.check_priced()
+        self.max_sub_questions = max_sub_questions
+        self.execute_token_budget = execute_token_budget
         if isinstance(datastores, Mapping):
             # Wire once now so a bad mapping fails at definition time, not mid-run.
             wire_datastores(datastores)
@@ -379,6 +390,10 @@ class ResearchSpec:
             updated.evidence_count = len(updated.evidence)
             updated.total_tokens = updated.usage.total_tokens
             updated.cost_usd = updated.usage.cost_usd
+            updated.sub_question_count = len(updated.sub_questions)
+            updated.pending_count = len(updated.pending)
+            updated.next_sub_question = updated.pending[0] + 1 if updated.pending else 0
+            updated.uncovered_count = sum(1 for entry in updated.coverage if not entry.covered)
             node_span.set_attributes(
                 {
                     "sleuth.tokens": updated.total_tokens - state.total_tokens,
@@ -407,6 +422,8 @@ class ResearchSpec:
         on_checkpoint: CheckpointHook | None,
     ) -> ResearchState:
         match node:
+            case Node.PLAN:
+                return await plan_node(self, state)
             case Node.EXECUTE:
                 return await execute_node(
                     self, state, app=app, checkpoint=checkpoint, on_checkpoint=on_checkpoint
@@ -438,10 +455,15 @@ class ResearchSpec:
     # -- helpers the nodes share ------------------------------------------------------------
 
     def build_agent(
-        self, app: DatastoreSource | None = None, *, max_cost_usd: float | None = None
+        self,
+        app: DatastoreSource | None = None,
+        *,
+        max_iterations: int | None = None,
+        max_cost_usd: float | None = None,
     ) -> Agent:
-        """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore,
-        held to `max_cost_usd` (what is left of the run's cost budget) when given."""
+        """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore.
+        `max_iterations` (default: the spec's) is what is left of the execute round's budget, and
+        `max_cost_usd` what is left of the run's cost budget (None: no cost budget)."""
         datastores = self.datastores
         if datastores is not None and not isinstance(datastores, Mapping):
             if app is None:
@@ -456,7 +478,7 @@ class ResearchSpec:
             tools=[*self.tools, *datastore_tools],
             system_prompt=system,
             reflexion=True,
-            max_iterations=self.max_iterations,
+            max_iterations=max_iterations or self.max_iterations,
             max_output_tokens=self.max_output_tokens,
             limits=None if max_cost_usd is None else UsageLimits(max_cost_usd=max(max_cost_usd, 0)),
             name=f"{self.name}.execute",
@@ -488,6 +510,8 @@ def create_research_workflow(
     max_cost_usd: float | None = None,
     claim_threshold: float | None = None,
     grounding_embedder: Embedder | None = None,
+    max_sub_questions: int = 4,
+    execute_token_budget: int | None = None,
 ) -> ResearchSpec:
     """A research graph with a post-hoc grounding loop.
 
@@ -499,7 +523,10 @@ def create_research_workflow(
     recorded in the report). `grounding_threshold` is the share of claims that must be grounded
     for the run to finish without regenerating or replanning. `datastores` is a mapping
     `{name: {"retriever", "description", "top_k", "threshold"}}` or a list of names an `App`
-    registered. `max_replans` and `max_regenerations` are 0 to 10. Run it with
+    registered. `max_replans` and `max_regenerations` are 0 to 10. The plan node splits the question
+    into at most `max_sub_questions` (1 to 8; 1: the question itself, no model call) and every
+    execute round researches them one by one, within `max_iterations` model turns (and
+    `execute_token_budget` tokens, None: unlimited) per round. Run it with
     `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
     `report: Report = result.final_state["structured_output"]`, `["grounding_score"]`,
     `["replan_count"]` (or the same as attributes).
@@ -527,6 +554,8 @@ def create_research_workflow(
         max_cost_usd=max_cost_usd,
         claim_threshold=claim_threshold,
         grounding_embedder=grounding_embedder,
+        max_sub_questions=max_sub_questions,
+        execute_token_budget=execute_token_budget,
     )
 
 

@@ -18,7 +18,15 @@ from sleuth.research.router import EndReason, Node, ResearchDigest
 from sleuth.review import ReviewRecord
 from sleuth.state import EvidenceItem
 
-__all__ = ["Citation", "ClaimRecord", "Record", "ResearchDigest", "ResearchState"]
+__all__ = [
+    "Citation",
+    "ClaimRecord",
+    "CoveragePassage",
+    "Record",
+    "ResearchDigest",
+    "ResearchState",
+    "SubQuestionCoverage",
+]
 
 
 class ClaimRecord(Record):
@@ -46,6 +54,32 @@ class ClaimRecord(Record):
     """The judge model's own P(supported) before the checks (None: no judge model asked)."""
 
 
+class CoveragePassage(Record):
+    """A passage of the evidence that answers a sub-question."""
+
+    evidence: int
+    """1-based index of the evidence item (tool call) it is cut from."""
+    source: str
+    """The search row's source, else the tool call."""
+    location: str = ""
+    text: str
+    """The passage itself (a few sentences)."""
+
+
+class SubQuestionCoverage(Record):
+    """One sub-question of the plan and the evidence that answers it (none: "not found")."""
+
+    question: str
+    covered: bool = False
+    """Whether at least one evidence passage answers it (see `sleuth.research.plan.coverage`)."""
+    evidence: list[int] = Field(default_factory=list)
+    """1-based indices of the evidence items with a passage that answers it."""
+    passages: list[CoveragePassage] = Field(default_factory=list)
+    """The best-matching answering passages, best first (at most three)."""
+    researched: int = 0
+    """Execute steps that researched this sub-question by name."""
+
+
 class ResearchState(ResearchDigest):
     """Everything one research run knows. Serialisable: the durable runner stores it by reference."""
 
@@ -53,6 +87,16 @@ class ResearchState(ResearchDigest):
     focused_prompt: str = ""
     """The replan node's prompt for the next execute round ("" before any replan)."""
     focused_prompts: list[str] = Field(default_factory=list)
+    sub_questions: list[str] = Field(default_factory=list)
+    """The parts of the question the plan node wrote, in order (empty in runs begun without it)."""
+    pending: list[int] = Field(default_factory=list)
+    """0-based indices of the sub-questions the current execute round has still to research."""
+    coverage: list[SubQuestionCoverage] = Field(default_factory=list)
+    """One entry per sub-question: the evidence items and passages that answer it."""
+    round_iterations: int = Field(default=0, ge=0)
+    """Model turns the current execute round has spent (its budget is `max_iterations`)."""
+    round_tokens: int = Field(default=0, ge=0)
+    """Tokens the current execute round has spent (its budget is `execute_token_budget`)."""
     evidence: list[EvidenceItem] = Field(default_factory=list)
     findings: str = ""
     """The execute agent's own answer(s), one paragraph per execute round."""

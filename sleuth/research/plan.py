@@ -1,0 +1,153 @@
+"""Plan before searching: the question's sub-questions, and which of them the evidence answers.
+
+The plan node asks the model for the parts of the question (a JSON array of sub-questions; the
+question itself when the answer has none). The execute node then researches them one per step,
+naming the sub-question in its prompt, and after every step `coverage` matches each sub-question
+against the passages of the evidence trail (BM25 over `sleuth.grounding.PassageIndex`). A
+sub-question no passage answers is uncovered: the router replans for it as for an ungrounded claim.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sleuth.grounding import content_words
+from sleuth.grounding.passages import PassageIndex, split_passages
+from sleuth.jsontext import json_from_text
+from sleuth.models.base import Message, Model
+from sleuth.research.report import normalise
+from sleuth.research.state import CoveragePassage, ResearchState, SubQuestionCoverage
+from sleuth.state import EvidenceItem
+
+if TYPE_CHECKING:
+    from sleuth.research.spec import ResearchSpec
+
+PLAN_PROMPT = (
+    "You are a research planner. Split the question into the separate parts a complete answer "
+    "must cover: one short, self-contained sub-question per part, in the order the question asks "
+    "them. A question with one part is one sub-question. Reply with a JSON array of strings only, "
+    'for example ["What does X receive?", "How does X compare with Y?"].'
+)
+MAX_SUB_QUESTIONS = 8
+"""The most sub-questions a spec may ask for."""
+COVERAGE_SHARE = 0.5
+"""A passage answers a sub-question when it contains at least this share of the sub-question's
+content words (rounded up, at least one), compared by their first `STEM_CHARS` letters."""
+STEM_CHARS = 5
+"""Letters compared per word, so `receives`, `received` and `receive` match (a crude stem)."""
+COVERAGE_PASSAGES = 3
+"""Answering passages kept per sub-question."""
+
+
+def plan_request(state: ResearchState, limit: int) -> list[Message]:
+    """The plan node's request: the question and the most sub-questions to write; after a
+    reviewer's `revise`, the current sub-questions and the reviewer's remark too."""
+    content = f"Question:\n{state.prompt}\n\nWrite at most {limit} sub-questions."
+    if state.review_remark:
+        current = "\n".join(f"- {question}" for question in state.sub_questions)
+        content += (
+            f"\n\nCurrent sub-questions:\n{current}\n\nA reviewer read them and asked for a "
+            f"change:\n{state.review_remark}"
+        )
+    return [Message(role="system", content=PLAN_PROMPT), Message(role="user", content=content)]
+
+
+def parse_sub_questions(text: str, question: str, limit: int) -> list[str]:
+    """The sub-questions in the planner's answer: the first JSON array of strings in `text` (or
+    the first such list inside a JSON object), duplicates dropped, at most `limit`. Falls back to
+    `[question]` when the answer holds none."""
+    data: Any = json_from_text(text)
+    if isinstance(data, dict):
+        data = next((v for v in data.values() if isinstance(v, list)), None)
+    found: list[str] = []
+    seen: set[str] = set()
+    for item in data if isinstance(data, list) else []:
+        if isinstance(item, dict):
+            item = next((v for v in item.values() if isinstance(v, str)), None)
+        if not isinstance(item, str) or not (key := normalise(item)) or key in seen:
+            continue
+        seen.add(key)
+        found.append(" ".join(item.split()))
+    return found[:limit] or [question]
+
+
+async def write_sub_questions(spec: ResearchSpec, state: ResearchState, model: Model) -> list[str]:
+    """The question's sub-questions, asked of `model` (at most `spec.max_sub_questions`). With
+    `max_sub_questions=1` the question is its own single sub-question and no model is asked."""
+    limit = spec.max_sub_questions
+    if limit == 1:
+        return [state.prompt]
+    response = await model.request(
+        plan_request(state, limit), max_output_tokens=spec.max_output_tokens
+    )
+    return parse_sub_questions(response.text, state.prompt, limit)
+
+
+def _stems(text: str) -> set[str]:
+    return {word[:STEM_CHARS] for word in content_words(text)}
+
+
+def coverage(
+    sub_questions: Sequence[str],
+    evidence: Sequence[EvidenceItem],
+    previous: Sequence[SubQuestionCoverage] = (),
+) -> list[SubQuestionCoverage]:
+    """Which passages of `evidence` answer each sub-question (see `COVERAGE_SHARE`), best BM25
+    match first. `previous` carries each sub-question's `researched` count over."""
+    index = PassageIndex(split_passages(evidence))
+    passage_stems = [_stems(p.text) for p in index.passages]
+    result = []
+    for position, question in enumerate(sub_questions):
+        stems = _stems(question)
+        needed = max(1, math.ceil(COVERAGE_SHARE * len(stems)))
+        scores = index.bm25(" ".join(content_words(question)))
+        answering = [
+            i
+            for i in range(len(index.passages))
+            if stems and len(stems & passage_stems[i]) >= needed and scores[i] > 0
+        ]
+        best = sorted(answering, key=lambda i: -scores[i])[:COVERAGE_PASSAGES]
+        researched = previous[position].researched if position < len(previous) else 0
+        result.append(
+            SubQuestionCoverage(
+                question=question,
+                covered=bool(best),
+                evidence=sorted({index.passages[i].evidence for i in answering}),
+                passages=[
+                    CoveragePassage(
+                        evidence=index.passages[i].evidence,
+                        source=index.passages[i].source,
+                        location=index.passages[i].location,
+                        text=index.passages[i].text,
+                    )
+                    for i in best
+                ],
+                researched=researched,
+            )
+        )
+    return result
+
+
+def uncovered(state: ResearchState) -> list[int]:
+    """0-based indices of the sub-questions no evidence passage answers yet."""
+    return [i for i, entry in enumerate(state.coverage) if not entry.covered]
+
+
+def sub_question_prompt(state: ResearchState, position: int) -> str:
+    """The execute agent's prompt for one sub-question: the part first, then the whole question
+    for context, then the replan's focus after a replan."""
+    total = len(state.sub_questions)
+    parts = [
+        f"Research this part of the question (part {position + 1} of {total}):\n"
+        f"{state.sub_questions[position]}",
+        f"The whole question, for context:\n{state.prompt}",
+        "Call a tool now to find evidence for this part, then answer this part from the tool "
+        "results.",
+    ]
+    if state.focused_prompt:
+        parts.append(
+            f"Follow-up research (earlier findings lacked evidence):\n{state.focused_prompt}"
+        )
+    return "\n\n".join(parts)

@@ -1,0 +1,224 @@
+"""Plan before searching, in-process: sub-questions, one search each, coverage, replan on an
+uncovered part, the round's budget, and coverage in the report and the CLI's report."""
+
+from __future__ import annotations
+
+import pytest
+from coverage_scripts import (
+    FACTS,
+    QUESTION,
+    SUB_QUESTIONS,
+    DocsSearch,
+    named_part,
+    three_part_script,
+)
+from research_scripts import ResearchScript, lookup, scripted_model, tool_rounds
+
+from activities.research_models import ResearchOutcome
+from sleuth import create_research_workflow, next_node
+from sleuth.models.scripted import ScriptedModel, text, tool_call
+from sleuth.research import (
+    ResearchDigest,
+    coverage,
+    end_reason,
+    node_of_request,
+    parse_sub_questions,
+)
+from sleuth.state import EvidenceItem
+from workers.cli_research import format_report
+
+
+def test_sub_questions_are_parsed_from_the_planners_json() -> None:
+    assert parse_sub_questions('["A?", "B?"]', "Q", 4) == ["A?", "B?"]
+    fenced = 'Here you go:\n```json\n{"sub_questions": ["A?", " b ?", "a?"]}\n```'
+    assert parse_sub_questions(fenced, "Q", 4) == ["A?", "b ?"]
+    assert parse_sub_questions('[{"question": "A?"}, 3, ""]', "Q", 4) == ["A?"]
+    assert parse_sub_questions('["1?", "2?", "3?"]', "Q", 2) == ["1?", "2?"]
+    assert parse_sub_questions("I cannot split this.", "Q", 4) == ["Q"]
+    assert parse_sub_questions("[]", "Q", 4) == ["Q"]
+
+
+def test_a_sub_question_is_covered_by_a_passage_holding_half_its_words() -> None:
+    evidence = [
+        EvidenceItem(index=1, tool="search_docs", output=FACTS["finally"]),
+        EvidenceItem(index=2, tool="search_docs", output="", success=False, error="boom"),
+    ]
+    found = coverage(SUB_QUESTIONS, evidence)
+    # "with statement ... try/finally" holds three of the third part's four content words; the
+    # first two parts share none with it.
+    assert [entry.covered for entry in found] == [False, False, True]
+    assert found[2].evidence == [1] and found[2].passages[0].text == FACTS["finally"]
+    assert found[0].passages == [] and found[1].evidence == []
+
+
+def test_the_router_replans_for_an_uncovered_sub_question() -> None:
+    grounded = {"node": "grounding_eval", "grounding_score": 1.0}
+    assert next_node(ResearchDigest(**grounded)) == "done"  # type: ignore[arg-type]
+    uncovered = ResearchDigest(**grounded, uncovered_count=1)  # type: ignore[arg-type]
+    # Regenerating cannot find evidence: an uncovered part goes straight to a replan.
+    assert next_node(uncovered) == "replan"
+    spent = uncovered.model_copy(update={"replan_count": 2})
+    assert next_node(spent) == "done" and end_reason(spent) == "max_replans"
+    no_replans = uncovered.model_copy(update={"max_replans": 0})
+    assert next_node(no_replans) == "done" and end_reason(no_replans) == "max_replans"
+    assert end_reason(ResearchDigest(**grounded)) == "grounded"  # type: ignore[arg-type]
+
+
+async def test_a_three_part_question_gets_three_searches_and_full_coverage() -> None:
+    script, docs = three_part_script(), DocsSearch()
+    spec = create_research_workflow(model=scripted_model(script), tools=[docs.tool()])
+    result = await spec.execute(QUESTION)
+    report = result.final_state
+    assert report.nodes[:4] == ["plan", "execute", "execute", "execute"]
+    assert docs.queries == SUB_QUESTIONS
+    assert [e.tool for e in report.evidence] == ["search_docs"] * 3
+    assert [entry.question for entry in report.coverage] == SUB_QUESTIONS
+    assert all(entry.covered for entry in report.coverage)
+    # The first fact (what __exit__ receives) names __exit__ and the exception too: it answers
+    # the second part as well.
+    assert [entry.evidence for entry in report.coverage] == [[1], [1, 2], [3]]
+    assert [entry.researched for entry in report.coverage] == [1, 1, 1]
+    assert report.coverage[2].passages[0].source == "reference#finally"
+    assert report.end_reason == "grounded" and report.replan_count == 0
+    assert result.state.sub_questions == SUB_QUESTIONS and result.state.pending == []
+    for part in SUB_QUESTIONS:
+        assert part in report.findings
+
+
+async def test_an_uncovered_part_produces_a_replan_that_names_it() -> None:
+    script, docs = three_part_script(), DocsSearch(withheld="finally")
+    replans: list[str] = []
+
+    def responder(call):  # type: ignore[no-untyped-def]
+        if node_of_request(call.messages) == "replan":
+            replans.append(call.last_user_text)
+        return script(call)
+
+    spec = create_research_workflow(model=ScriptedModel(responder=responder), tools=[docs.tool()])
+    report = (await spec.execute(QUESTION)).final_state
+    # All claims were grounded at once: the replan is for the uncovered part alone, and the
+    # second round researches only that part.
+    assert report.regeneration_count == 0 and report.replan_count == 1
+    assert report.nodes.count("execute") == 4
+    assert docs.queries == [*SUB_QUESTIONS, SUB_QUESTIONS[2]]
+    assert len(replans) == 1
+    assert "Parts of the question with no evidence yet:\n- " + SUB_QUESTIONS[2] in replans[0]
+    assert SUB_QUESTIONS[0] not in replans[0]
+    assert report.score_history == [1.0, 1.0]
+    assert all(entry.covered for entry in report.coverage)
+    assert report.coverage[2].evidence == [4] and report.coverage[2].researched == 2
+    assert report.end_reason == "grounded"
+
+
+async def test_the_replan_prompt_names_ungrounded_claims_beside_uncovered_parts() -> None:
+    script = three_part_script(verdicts=[False, False, True])
+    docs = DocsSearch(withheld="finally")
+    replans: list[str] = []
+
+    def responder(call):  # type: ignore[no-untyped-def]
+        if node_of_request(call.messages) == "replan":
+            replans.append(call.last_user_text)
+        return script(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=responder), tools=[docs.tool()], causal_inference=False
+    )
+    report = (await spec.execute(QUESTION)).final_state
+    assert report.regeneration_count == 1 and report.replan_count == 1
+    assert "Parts of the question with no evidence yet:" in replans[0]
+    assert "Unsupported claims:\n- " + FACTS["receive"] in replans[0]
+
+
+async def test_a_part_never_found_ends_the_run_with_it_uncovered() -> None:
+    docs = DocsSearch(withheld="finally", withheld_calls=10)
+    spec = create_research_workflow(
+        model=scripted_model(three_part_script()), tools=[docs.tool()], max_replans=1
+    )
+    result = await spec.execute(QUESTION)
+    report = result.final_state
+    assert report.replan_count == 1 and report.end_reason == "max_replans"
+    assert [entry.covered for entry in report.coverage] == [True, True, False]
+    assert report.coverage[2].passages == [] and report.coverage[2].researched == 2
+    outcome = ResearchOutcome(
+        final_state=report, state_ref="ref", research="docs", workflow_id="w", run_id="r"
+    )
+    printed = format_report(outcome, "http://ui")
+    coverage_section = printed.split("Coverage\n--------\n", 1)[1].split("\n\n", 1)[0]
+    assert f"✓ 1. {SUB_QUESTIONS[0]}" in coverage_section
+    assert "[1] reference#receive#chars 0-86: " + FACTS["receive"] in coverage_section
+    assert coverage_section.endswith(f"✗ 3. {SUB_QUESTIONS[2]}\n     not found")
+
+
+async def test_the_rounds_iteration_budget_drops_the_parts_it_cannot_reach() -> None:
+    script, docs = three_part_script(), DocsSearch()
+    spec = create_research_workflow(
+        model=scripted_model(script), tools=[docs.tool()], max_iterations=2, max_replans=0
+    )
+    result = await spec.execute(QUESTION)
+    # Two turns for three parts: each of the first two steps gets one turn (a search), then the
+    # round's budget is spent, so the third part is never researched and stays uncovered.
+    assert result.state.nodes[:3] == ["plan", "execute", "execute"]
+    assert result.state.nodes[3] != "execute"
+    assert docs.queries == SUB_QUESTIONS[:2]
+    assert [entry.researched for entry in result.final_state.coverage] == [1, 1, 0]
+    assert result.final_state.end_reason == "max_replans"
+
+
+async def test_a_part_that_keeps_searching_leaves_the_later_parts_their_share() -> None:
+    def search_forever(call):  # type: ignore[no-untyped-def]
+        # A new query every turn (repeating one would trip the agent's loop detection).
+        return tool_call("search_docs", query=f"{named_part(call)} #{tool_rounds(call) + 1}")
+
+    script = ResearchScript(sub_questions=list(SUB_QUESTIONS), execute_turn=search_forever)
+    docs = DocsSearch()
+    spec = create_research_workflow(
+        model=scripted_model(script), tools=[docs.tool()], max_iterations=6, max_replans=0
+    )
+    await spec.execute(QUESTION)
+    # Six turns over three parts: two searches each, however eager the agent is.
+    assert docs.queries == [f"{part} #{n}" for part in SUB_QUESTIONS for n in (1, 2)]
+
+
+async def test_the_rounds_token_budget_ends_it_too() -> None:
+    docs = DocsSearch()
+    spec = create_research_workflow(
+        model=scripted_model(three_part_script()),
+        tools=[docs.tool()],
+        execute_token_budget=1,
+        max_replans=0,
+    )
+    result = await spec.execute(QUESTION)
+    assert docs.queries == SUB_QUESTIONS[:1]
+    assert result.state.nodes.count("execute") == 1
+
+
+async def test_one_sub_question_plans_without_a_model_call() -> None:
+    script = ResearchScript()
+    spec = create_research_workflow(
+        model=scripted_model(script), tools=[lookup], max_sub_questions=1
+    )
+    result = await spec.execute("How fast did the CRM market grow?")
+    assert "plan" not in script.seen
+    assert result.state.sub_questions == ["How fast did the CRM market grow?"]
+    assert result.final_state.coverage[0].covered
+    assert result.final_state.nodes[:2] == ["plan", "execute"]
+
+
+async def test_a_planner_answer_without_json_falls_back_to_the_question() -> None:
+    script = ResearchScript()
+
+    def responder(call):  # type: ignore[no-untyped-def]
+        if node_of_request(call.messages) == "plan":
+            return text("Sure! The question has several parts.")
+        return script(call)
+
+    spec = create_research_workflow(model=ScriptedModel(responder=responder), tools=[lookup])
+    result = await spec.execute("How fast did the CRM market grow?")
+    assert result.state.sub_questions == ["How fast did the CRM market grow?"]
+
+
+def test_sub_question_bounds_are_checked() -> None:
+    with pytest.raises(ValueError, match="max_sub_questions must be within 1..8"):
+        create_research_workflow(model=scripted_model(ResearchScript()), max_sub_questions=9)
+    with pytest.raises(ValueError, match="execute_token_budget must be within"):
+        create_research_workflow(model=scripted_model(ResearchScript()), execute_token_budget=0)
