@@ -65,8 +65,7 @@ def docs_research(retriever: RAGRetriever | None = None) -> ResearchSpec:
         max_replans=1,
         max_regenerations=1,
         max_iterations=4,
-        # Room for the whole report: a JSON answer cut at the cap does not validate.
-        max_output_tokens=600,
+        max_output_tokens=400,
         name="default",
     )
 
