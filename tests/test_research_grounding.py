@@ -121,6 +121,7 @@ async def test_a_falsified_claim_makes_the_run_regenerate(time_env: WorkflowEnvi
 
 def check_regenerated(report: ResearchReport, writer: Writer) -> None:
     assert report.nodes == [
+        "plan",
         "execute",
         "causal_inference",
         "summarize",

@@ -54,11 +54,14 @@ class RecordingScript(ResearchScript):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.rewrites: list[tuple[str, str]] = []
+        self.plans: list[str] = []
 
     def __call__(self, call: ModelCall):  # type: ignore[no-untyped-def]
         node = node_of_request(call.messages)
         if node in ("regenerate", "replan"):
             self.rewrites.append((node, call.messages[-1].content))
+        if node == "plan":
+            self.plans.append(call.messages[-1].content)
         return super().__call__(call)
 
 
@@ -190,7 +193,7 @@ async def test_approve_a_summary_finishes_the_run() -> None:
     assert [(r.review_id, r.decision, r.timed_out) for r in report.reviews] == [
         ("summary-1", "approve", False)
     ]
-    assert report.nodes == ["execute", "causal_inference", "summarize", "grounding_eval"]
+    assert report.nodes == ["plan", "execute", "causal_inference", "summarize", "grounding_eval"]
 
 
 async def test_revise_a_summary_regenerates_it_with_the_remark() -> None:
@@ -229,12 +232,20 @@ async def test_an_ungrounded_final_summary_is_reviewed_once_its_loops_are_spent(
 
 
 async def test_a_plan_is_reviewed_revised_with_the_remark_and_approved() -> None:
+    # plan-1: the plan node's sub-questions (approved); plan-2: the replan's focused prompt
+    # (revised with a remark); plan-3: that prompt written again (approved); then the summary.
     script = RecordingScript(verdicts=[False, False, True])
-    reviewer = Reviewer("revise", "approve", remark="Only use the 2024 Gartner report.")
+    reviewer = Reviewer("approve", "revise", "approve", remark="Only use the 2024 Gartner report.")
     report = (await spec_with(script, reviewer).execute("CRM growth?")).final_state
     kinds = [(p.kind, p.review_id) for p in reviewer.seen]
-    assert kinds == [("plan", "plan-1"), ("plan", "plan-2"), ("summary", "summary-3")]
-    assert reviewer.seen[0].details["plan"] == "Look up the CRM market growth figure for 2024."
+    assert kinds == [
+        ("plan", "plan-1"),
+        ("plan", "plan-2"),
+        ("plan", "plan-3"),
+        ("summary", "summary-4"),
+    ]
+    assert reviewer.seen[0].details["sub_questions"] == ["How fast did the CRM market grow?"]
+    assert reviewer.seen[1].details["plan"] == "Look up the CRM market growth figure for 2024."
     replans = [message for node, message in script.rewrites if node == "replan"]
     assert len(replans) == 2 and "Only use the 2024 Gartner report." in replans[1]
     assert "Current plan:" in replans[1]
@@ -243,7 +254,24 @@ async def test_a_plan_is_reviewed_revised_with_the_remark_and_approved() -> None
     assert report.end_reason == "grounded"
 
 
-async def test_reject_a_plan_ends_the_run_before_more_research() -> None:
+async def test_the_plan_nodes_sub_questions_are_revised_with_the_remark() -> None:
+    script = RecordingScript(verdicts=[True])
+    reviewer = Reviewer("revise", "approve", remark="Ask about 2023 as well.")
+    result = await spec_with(script, reviewer, points=["plan"]).execute("CRM growth?")
+    report = result.final_state
+    assert [(p.kind, p.review_id) for p in reviewer.seen] == [
+        ("plan", "plan-1"),
+        ("plan", "plan-2"),
+    ]
+    assert len(script.plans) == 2 and "Ask about 2023 as well." not in script.plans[0]
+    assert "Ask about 2023 as well." in script.plans[1]
+    assert "Current sub-questions:\n- How fast did the CRM market grow?" in script.plans[1]
+    assert report.nodes[:3] == ["plan", "plan", "execute"]
+    assert report.revision_count == 1 and report.replan_count == 0
+    assert report.end_reason == "grounded" and result.state.review_remark is None
+
+
+async def test_reject_a_plan_ends_the_run_before_any_research() -> None:
     reviewer = Reviewer("reject")
     report = (
         await spec_with(
@@ -251,7 +279,7 @@ async def test_reject_a_plan_ends_the_run_before_more_research() -> None:
         ).execute("CRM growth?")
     ).final_state
     assert report.end_reason == "rejected"
-    assert report.nodes.count("execute") == 1 and report.nodes[-1] == "replan"
+    assert report.nodes == ["plan"] and not report.evidence
 
 
 async def never_answers(pending: PendingReview) -> ReviewDecision:
@@ -295,7 +323,7 @@ async def test_a_decision_for_another_review_is_refused() -> None:
         tools=[lookup],
         review=ReviewPolicy(callback=wrong_id),
     )
-    with pytest.raises(ReviewError, match="'summary-1' waits"):
+    with pytest.raises(ReviewError, match="'plan-1' waits"):
         await spec.execute("CRM growth?")
 
 

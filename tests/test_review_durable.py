@@ -16,6 +16,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpda
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from test_review import RecordingScript
+from timeouts import scaled
 
 from activities.agent_models import AgentOutcome, AgentRequest
 from activities.errors import unwrap_cause
@@ -52,12 +53,16 @@ async def started(
 
 
 async def waiting(handle: WorkflowHandle[Any, Any], review_id: str) -> PendingReview:
-    """The pending review once the run waits on `review_id` (polls the query: observable state)."""
-    while True:
+    """The pending review once the run waits on `review_id` (polls the query: observable state).
+    Fails, naming what waits instead, if the run does not get there in time."""
+    pending: PendingReview | None = None
+    deadline = asyncio.get_running_loop().time() + scaled(60)
+    while asyncio.get_running_loop().time() < deadline:
         pending = await handle.query("pending_review", result_type=PendingReview | None)  # type: ignore[arg-type]
         if pending is not None and pending.review_id == review_id:
-            return pending  # type: ignore[no-any-return]
+            return pending
         await asyncio.sleep(0.05)
+    raise AssertionError(f"the run never waited on {review_id!r}; pending now: {pending}")
 
 
 async def decide(
@@ -142,7 +147,7 @@ async def test_revise_regenerates_the_summary_with_the_remark(
 
 
 async def test_reject_ends_the_run_rejected(time_env: WorkflowEnvironment) -> None:
-    app = research_app(ResearchScript(verdicts=[True]), ReviewPolicy())
+    app = research_app(ResearchScript(verdicts=[True]), ReviewPolicy(points=["summary"]))
     async with started(time_env, app, ResearchWorkflow.run, request()) as handle:
         await waiting(handle, "summary-1")
         await decide(handle, "summary-1", "reject", "Out of scope.")
@@ -156,16 +161,24 @@ async def test_a_plan_is_revised_then_approved(time_env: WorkflowEnvironment) ->
     script = RecordingScript(verdicts=[False, False, True])
     app = research_app(script, ReviewPolicy(points=["plan"]))
     async with started(time_env, app, ResearchWorkflow.run, request()) as handle:
+        # plan-1: the plan node's sub-questions; plan-2: the replan's focused prompt.
         pending = await waiting(handle, "plan-1")
-        assert pending.kind == "plan" and pending.details["plan"]
-        await decide(handle, "plan-1", "revise", "Use only the Gartner report.")
+        assert pending.kind == "plan"
+        assert pending.details["sub_questions"] == ["How fast did the CRM market grow?"]
+        await decide(handle, "plan-1", "revise", "Ask for the 2023 figure too.")
         await waiting(handle, "plan-2")
         await decide(handle, "plan-2", "approve")
+        pending = await waiting(handle, "plan-3")
+        assert pending.details["plan"]
+        await decide(handle, "plan-3", "revise", "Use only the Gartner report.")
+        await waiting(handle, "plan-4")
+        await decide(handle, "plan-4", "approve")
         outcome: ResearchOutcome = await handle.result()
+    assert len(script.plans) == 2 and "Ask for the 2023 figure too." in script.plans[1]
     replans = [message for node, message in script.rewrites if node == "replan"]
     assert len(replans) == 2 and "Use only the Gartner report." in replans[1]
     report = outcome.final_state
-    assert report.replan_count == 1 and report.revision_count == 1
+    assert report.replan_count == 1 and report.revision_count == 2
     assert report.end_reason == "grounded"
 
 
