@@ -39,6 +39,7 @@ from sleuth.research.citations import (
     writer_passages,
 )
 from sleuth.state import EvidenceItem
+from workers.cli_research import NO_EVIDENCE_NOTE, format_report
 from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
 
@@ -197,6 +198,41 @@ async def test_a_report_written_without_evidence_is_not_grounded(
         )
         assert Node.GROUNDING_EVAL not in writer.prompts  # nothing to ask the judge about
         assert "(no evidence was gathered)" in writer.prompts[Node.SUMMARIZE][0]
+        # The printed report says so before anything else.
+        outcome = ResearchOutcome(
+            final_state=report, state_ref="-", research="default", workflow_id="-", run_id="-"
+        )
+        printed = format_report(outcome, "-")
+        assert NO_EVIDENCE_NOTE in printed
+        assert printed.index(NO_EVIDENCE_NOTE) < printed.index("Findings")
+
+
+async def test_a_durable_run_without_evidence_says_so_in_its_activity_summaries(
+    time_env: WorkflowEnvironment,
+) -> None:
+    app = App()
+    app.research(
+        "memory",
+        create_research_workflow(
+            model=ScriptedModel(responder=Writer(searches=0)), max_replans=0, max_regenerations=0
+        ),
+    )
+    task_queue = str(uuid.uuid4())
+    async with build_worker(time_env.client, app, task_queue=task_queue):
+        handle = await time_env.client.start_workflow(
+            ResearchWorkflow.run,
+            ResearchRequest(prompt="How many widgets?", research="memory"),
+            id=f"no-evidence-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+        await handle.result()
+        summaries = [
+            event.user_metadata.summary.data.decode()
+            async for event in handle.fetch_history_events()
+            if event.HasField("activity_task_scheduled_event_attributes")
+            and event.user_metadata.HasField("summary")
+        ]
+    assert any("summarize with no evidence (execute gathered none)" in s for s in summaries)
 
 
 async def test_writers_get_numbered_passages_and_invented_numbers_are_dropped(

@@ -164,12 +164,21 @@ async def _follow(handle: WorkflowHandle[Any, ResearchOutcome], out: Any) -> Res
             return result.result()
 
 
+NO_EVIDENCE_NOTE = (
+    "No evidence: the research gathered none (no tool call returned a result), so nothing in this "
+    "report is grounded. Check the model can call tools (see README, OpenAI-compatible servers) "
+    "and that the research has tools or datastores to search."
+)
+
+
 def _print_new_nodes(progress: ResearchProgress, shown: int, out: Any) -> int:
     for position in range(shown, len(progress.nodes_run)):
         node = progress.nodes_run[position]
         detail = ""
         if node == Node.EXECUTE:
             detail = f"evidence items so far: {progress.evidence_count}"
+            if progress.evidence_count == 0:
+                detail += " (no tool call has returned evidence yet)"
         elif node == Node.GROUNDING_EVAL:
             evaluations = progress.nodes_run[: position + 1].count(Node.GROUNDING_EVAL)
             if evaluations <= len(progress.score_history):
@@ -188,6 +197,8 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
     its score and the sentence of the evidence it rests on (`source#location: "quote"`)."""
     report = outcome.final_state
     lines = ["", "Summary", "-------", report.summary or "(no summary)", ""]
+    if report.evidence_count == 0:
+        lines += [NO_EVIDENCE_NOTE, ""]
     if report.structured_output:
         data = report.model_dump(mode="json", include={"structured_output"})["structured_output"]
         structured = json.dumps(data, indent=2, ensure_ascii=False)

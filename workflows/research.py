@@ -367,6 +367,8 @@ class ResearchWorkflow:
                 return f"{research}: execute (agent tool loop gathers evidence)"
             case Node.CAUSAL_INFERENCE:
                 return f"{research}: causal inference over {digest.evidence_count} evidence items"
+            case Node.SUMMARIZE if digest.evidence_count == 0:
+                return f"{research}: summarize with no evidence (execute gathered none)"
             case Node.SUMMARIZE:
                 return f"{research}: summarize {digest.evidence_count} evidence items"
             case Node.GROUNDING_EVAL:
