@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from sleuth.agent import Agent, GroundingSettings
@@ -143,23 +142,12 @@ def search(query: str) -> str:
 
 
 def judge_rejecting(marker: str) -> Callable[[ModelCall], ModelResponse]:
-    """A judge that supports every claim except the one containing `marker`."""
+    """A claim-level judge (one claim per request) that supports every claim except the one
+    containing `marker`, answering with a generated Yes or No."""
 
     def respond(call: ModelCall) -> ModelResponse:
-        claims_block = call.last_user_text.split("Claims:\n", 1)[1]
-        verdicts = []
-        for line in claims_block.splitlines():
-            number, _, claim = line.partition(". ")
-            supported = marker not in claim
-            verdicts.append(
-                {
-                    "claim": int(number),
-                    "supported": supported,
-                    "score": float(supported),
-                    "evidence": [1],
-                }
-            )
-        return text(json.dumps({"verdicts": verdicts}))
+        claim = call.last_user_text.split("\nClaim: ", 1)[1].split("\n", 1)[0]
+        return text("No" if marker in claim else "Yes")
 
     return respond
 
@@ -178,7 +166,9 @@ def test_a_poorly_grounded_answer_is_sent_back_once_then_unsupported_claims_are_
     )
     result = agent.run_sync("Size the CRM market")
     model.assert_complete()
-    assert len(judge.calls) == 2
+    # One question per claim, for each of the two answers.
+    assert len(judge.calls) == 4
+    assert all(len(call.last_user_text.split("\nClaim: ")) == 2 for call in judge.calls)
     assert "Only 50%" in model.calls[2].last_user_text
     assert "Oracle doubled" in model.calls[2].last_user_text
     assert result.message == "The CRM market was worth 65 billion dollars in 2023."
