@@ -324,7 +324,7 @@ async def test_a_durable_research_run_end_to_end(
     request = ResearchRequest(
         prompt="How did Acme CRM revenue change in 2024?",
         research="acme",
-        nodes={"execute": single, "summarize": single, "grounding_eval": single},
+        nodes={"plan": single, "execute": single, "summarize": single, "grounding_eval": single},
     )
     async with build_worker(dev_env.client, app, task_queue=task_queue):
         handle = await dev_env.client.start_workflow(
@@ -334,7 +334,13 @@ async def test_a_durable_research_run_end_to_end(
         history = await handle.fetch_history()
 
     state = outcome.final_state
-    assert state["nodes"][:3] == ["execute", "summarize", "grounding_eval"]
+    # The plan, one execute step per sub-question, then the report and its grounding.
+    nodes = state["nodes"]
+    executes = 0
+    while nodes[1 + executes] == "execute":
+        executes += 1
+    assert nodes[0] == "plan"
+    assert executes >= 1 and nodes[1 + executes : 3 + executes] == ["summarize", "grounding_eval"]
     assert state["evidence"] and {e["tool"] for e in state["evidence"]} == {"acme_notes"}
     assert AcmeReport.model_validate(state["structured_output"]).summary.strip()
     assert 0.0 <= state["grounding_score"] <= 1.0 and state["end_reason"]

@@ -78,7 +78,7 @@ def _cells() -> list[Cell]:
             corrupt=True,
         ),
     ]
-    for node in ("causal_inference", "summarize", "grounding_eval", "regenerate", "replan"):
+    for node in ("plan", "causal_inference", "summarize", "grounding_eval", "regenerate", "replan"):
         name = f"research-{node.replace('_', '-')}-mid"
         cells.append(Cell(name, "research", f"research.{node}", "mid-step", f"model:{node}"))
     return [
