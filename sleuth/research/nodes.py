@@ -148,10 +148,9 @@ async def plan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
     a revision (see `_counted`)."""
     meter = _Meter(spec.model, state)
     sub_questions = await write_sub_questions(spec, state, meter)
-    revised = {"revision_count": state.revision_count + 1, "review_remark": None}
     return state.model_copy(
         update={
-            **(revised if state.review_remark else {}),
+            **_revision(state),
             "sub_questions": sub_questions,
             "pending": list(range(len(sub_questions))),
             "coverage": coverage(sub_questions, state.evidence),
@@ -373,13 +372,19 @@ def _remark_text(state: ResearchState) -> str:
     return f"\n\nA reviewer read this and asked for a change:\n{state.review_remark}"
 
 
-def _counted(state: ResearchState, counter: str) -> dict[str, Any]:
-    """The counter update of a node that wrote again: a revision when a reviewer's remark asked
-    for it (the remark is then used up), else one more of `counter`."""
+def _revision(state: ResearchState) -> dict[str, Any]:
+    """The update of a node that wrote again because a reviewer's remark asked for it: one more
+    revision, and the remark is used up (nothing without a remark)."""
     if state.review_remark:
         return {"revision_count": state.revision_count + 1, "review_remark": None}
+    return {}
+
+
+def _counted(state: ResearchState, counter: str) -> dict[str, Any]:
+    """The counter update of a node that wrote again: a revision when a reviewer's remark asked
+    for it, else one more of `counter`."""
     current: int = getattr(state, counter)
-    return {counter: current + 1}
+    return _revision(state) or {counter: current + 1}
 
 
 def _gaps(state: ResearchState, missing: list[int]) -> str:
