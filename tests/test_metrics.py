@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import urllib.request
 import uuid
 
@@ -22,17 +21,12 @@ from sleuth import Agent, App, create_research_workflow
 from sleuth.models.scripted import ScriptedModel, text, tool_call
 from sleuth.pricing import ModelPrice, set_prices
 from sleuth.settings import SettingsError, SleuthSettings
+from tests.ports import free_ports
 from tests.worker_processes import wait_for
 from workers.telemetry import metrics_address, metrics_runtime
 from workers.worker import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.research import ResearchWorkflow
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def scrape(address: str) -> str:
@@ -87,7 +81,7 @@ def app() -> App:
 
 async def test_a_worker_serves_sdk_and_sleuth_metrics(time_env: WorkflowEnvironment) -> None:
     set_prices({"scripted": ModelPrice(input_per_million=100, output_per_million=200)})
-    settings = SleuthSettings(metrics_port=free_port())
+    settings = SleuthSettings(metrics_port=free_ports())
     address = metrics_address(settings)
     assert address == f"127.0.0.1:{settings.metrics_port}"
     runtime = metrics_runtime(settings)

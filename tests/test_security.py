@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from sleuth.sinks import SQLiteRowSink, UnknownSinkError, ok_record
 from tests import browser
 from tests.apps.leaky_app import PROVIDER_STYLE_KEY
 from tests.apps.scan_app import build_app as build_scan_app
+from tests.ports import free_ports
 from tests.timeouts import scaled
 from workers.cli_worker import register_sinks
 from workers.client import connect
@@ -501,19 +501,6 @@ def test_the_codec_server_round_trips_over_http_with_cors_for_the_web_ui() -> No
         server.server_close()
 
 
-def _free_ports(count: int) -> int:
-    """A free port P such that P .. P + count - 1 are free too."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port + count < 65536 and not any(
-            port_open("127.0.0.1", port + n) for n in range(1, count)
-        ):
-            return port
-    raise RuntimeError("no free ports found")
-
-
 def _wait_for_port(port: int) -> bool:
     """Whether something listens on `port` within a minute (the codec process starts on its own)."""
     for _ in range(600):
@@ -525,7 +512,7 @@ def _wait_for_port(port: int) -> bool:
 
 def _start_server(tmp_path: Path, db_file: Path, **env: str) -> tuple[subprocess.Popen[str], int]:
     """`sleuth server` in the foreground on free ports (gRPC P, Web UI P+1, codec P+2)."""
-    port = _free_ports(3)
+    port = free_ports(1, 2)
     process = subprocess.Popen(
         [sys.executable, "-c", "from workers.cli import main; main()", "server", "--port",
          str(port), "--ui-port", str(port + 1), "--db-file", str(db_file)],
@@ -634,7 +621,7 @@ async def test_the_web_ui_shows_an_encrypted_input_decrypted(
 async def test_server_files_are_private_and_a_second_server_on_the_database_is_refused(
     sleuth_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port = _free_ports(3)
+    port = free_ports(1, 2)
     monkeypatch.setenv("SLEUTH_EMBEDDED_ADDRESS", f"localhost:{port}")
     monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", new_key())
     record = await start_background_server(ServerSettings(port=port, ui_port=port + 1))
@@ -653,7 +640,7 @@ async def test_server_files_are_private_and_a_second_server_on_the_database_is_r
     assert {name: mode for name, mode in modes.items() if mode & 0o077} == {}
 
     # The lock is held by the detached server itself: the command that started it is long done.
-    other = _free_ports(2)
+    other = free_ports(1)
     with pytest.raises(EmbeddedServerError, match="another Temporal server .* uses"):
         await start_background_server(ServerSettings(port=other, ui_port=other + 1))
     foreground = subprocess.run(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -19,17 +18,12 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.apps import live_app
+from tests.ports import free_ports
 from tests.timeouts import scaled
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def sse_messages(response: httpx.Response) -> AsyncIterator[dict]:
@@ -47,7 +41,7 @@ async def sse_messages(response: httpx.Response) -> AsyncIterator[dict]:
 
 @pytest.fixture
 async def served(dev_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[str]:
-    port = free_port()
+    port = free_ports()
     env = {
         **os.environ,
         "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,

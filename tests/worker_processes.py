@@ -7,7 +7,6 @@ import asyncio
 import inspect
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -18,8 +17,8 @@ from temporalio.client import WorkflowHandle
 
 from activities.checkpoints import journal_name, read_journal
 from sleuth.artifacts import default_artifact_store
+from tests.ports import free_ports
 from tests.timeouts import scaled
-from workers.embedded import port_open
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,13 +119,7 @@ def cli_env() -> dict[str, str]:
 
 def free_port_pair() -> int:
     """A free port P whose Web UI port P + 1000 is free too."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port + 1000 < 65536 and not port_open("127.0.0.1", port + 1000):
-            return port
-    raise RuntimeError("no free port pair found")
+    return free_ports(1000)
 
 
 def start_foreground_server(
