@@ -3,6 +3,7 @@
     python -m bench.grounding [--split test] [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b]
                               [--judges lexical,batched,claim] [--limit GROUPS] [--threads N]
     python -m bench.grounding --split dev --calibrate [--save FILE | --load FILE]
+    python -m bench.grounding --load FILE --recheck [--split test] [--calibrate]
 
 The items (`bench/grounding_data/items.json`, built by `python -m bench.grounding_data.build`
 from hand-written claims about three kinds of public text: CPython's language reference,
@@ -37,13 +38,13 @@ import os
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sleuth.grounding import ground_claims, judge_claims
+from sleuth.grounding import calibration_for, ground_claims, judge_claims
 from sleuth.grounding.calibration import FEATURES, VETO_CAP, logit
 from sleuth.models import Message, Model, ModelResponse, OutputSchema, ToolSpec, resolve
 from sleuth.state import EvidenceItem
@@ -141,6 +142,36 @@ async def run_judge(judge: str, model: Model | None, group: dict[str, Any]) -> l
         )
         for claim, verdict in zip(group["claims"], report.claims, strict=True)
     ]
+
+
+RECHECKED = ("claim", "claim-verdict", "checks")
+
+
+async def recheck(key: tuple[str, str], outcomes: list[Outcome]) -> list[Outcome]:
+    """Saved outcomes of a claim-level judge rescored by today's checks and calibration: the
+    saved model score (the judge model's P(supported), which the checks do not change) is
+    recombined with the features the current checks compute. Other judges are kept as saved."""
+    judge, model = key
+    if judge not in RECHECKED:
+        return outcomes
+    by_id = {g["id"]: g for g in json.loads(DATA.read_text(encoding="utf-8"))["groups"]}
+    method = {"claim": "logprobs", "claim-verdict": "verdict", "checks": "checks"}[judge]
+    calibration = calibration_for(None if judge == "checks" else f"local:{model}", method)
+    features: dict[str, list[dict[str, float]]] = {}
+    rescored = []
+    for number, outcome in enumerate(outcomes):
+        if outcome.group not in features:
+            group = by_id[outcome.group]
+            evidence = [EvidenceItem.model_validate(item) for item in group["evidence"]]
+            report = await ground_claims([c["text"] for c in group["claims"]], evidence, None)
+            features[outcome.group] = [verdict.features for verdict in report.claims]
+        position = sum(1 for o in outcomes[:number] if o.group == outcome.group)
+        current = features[outcome.group][position]
+        score = calibration.combine(outcome.model_score, current) if current else 0.0
+        rescored.append(
+            replace(outcome, features=current, score=score, grounded=score >= calibration.threshold)
+        )
+    return rescored
 
 
 def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
@@ -248,7 +279,13 @@ async def main_async(args: argparse.Namespace) -> None:
     if args.load:
         for key, rows in json.loads(Path(args.load).read_text()).items():
             judge, _, model = key.partition("|")
-            results[(judge, model)] = [Outcome(**row) for row in rows]
+            # Only the chosen split's groups (a file saved with `--split all` holds both).
+            wanted = {group["id"] for group in groups}
+            kept = [Outcome(**row) for row in rows if row["group"] in wanted]
+            if kept:
+                results[(judge, model)] = kept
+        if args.recheck:
+            results = {key: await recheck(key, rows) for key, rows in results.items()}
     else:
         print(
             f"{len(groups)} groups, {sum(len(g['claims']) for g in groups)} claims "
@@ -305,9 +342,17 @@ def main() -> None:
     parser.add_argument("--calibrate", action="store_true", help="fit and print calibrations")
     parser.add_argument("--save", help="write every claim's outcome to this JSON file")
     parser.add_argument("--load", help="read outcomes saved by --save instead of running judges")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="with --load: rerun the checks of today's code and recombine them with the saved "
+        "model scores by today's calibration (no model runs)",
+    )
     args = parser.parse_args()
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
+    if args.recheck and not args.load:
+        parser.error("--recheck rescores saved outcomes: give --load FILE")
     asyncio.run(main_async(args))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.grounding import Outcome, auroc, fit, load_groups, summarize
+from bench.grounding import Outcome, auroc, fit, load_groups, recheck, summarize
 from bench.grounding_data.build import (
     APACHE,
     ITEMS,
@@ -19,6 +19,8 @@ from bench.grounding_data.build import (
     evidence_text,
     fold,
 )
+from sleuth.grounding import calibration_for, ground_claims
+from sleuth.state import EvidenceItem
 
 ROOT = Path(__file__).parent.parent
 
@@ -104,3 +106,22 @@ def test_fit_learns_that_a_check_marks_unsupported_claims() -> None:
     bias, weights, threshold = fit(rows)
     assert weights["numbers"] < -2 and bias > 0
     assert 0.05 <= threshold <= 0.95
+
+
+async def test_recheck_recombines_saved_model_scores_with_todays_checks() -> None:
+    group = load_groups("dev", 1)[0]
+    stale = [
+        Outcome(group["id"], group["kind"], c["class"], c["supported"], 0.5, True, 1.0, 0.9, {})
+        for c in group["claims"]
+    ]
+    rescored = await recheck(("claim", "qwen2.5-coder-1.5b"), stale)
+    evidence = [EvidenceItem.model_validate(item) for item in group["evidence"]]
+    fresh = await ground_claims([c["text"] for c in group["claims"]], evidence, None)
+    calibration = calibration_for("local:qwen2.5-coder-1.5b", "logprobs")
+    for outcome, verdict in zip(rescored, fresh.claims, strict=True):
+        assert outcome.features == verdict.features and outcome.model_score == 0.9
+        assert outcome.score == pytest.approx(calibration.combine(0.9, verdict.features))
+        assert outcome.grounded == (outcome.score >= calibration.threshold)
+    assert len({o.score for o in rescored}) > 1, "the checks tell the claims apart"
+    # A judge without checks is kept as saved.
+    assert await recheck(("lexical", "-"), stale) is stale

@@ -108,6 +108,42 @@ def test_swapped_roles_accepts_a_change_of_voice() -> None:
     assert check_swapped_roles("Ruth Calloway was designed by the bridge.", window).fired
 
 
+def test_swapped_roles_flags_a_name_in_the_place_of_another() -> None:
+    # Made-up text: a defined term ("You", capitalised mid-sentence) whose place the claim gives
+    # to another party of the same text.
+    window = "Each Tenant must keep a record stating that You inspected the boiler."
+    wrong = check_swapped_roles(
+        "Each Tenant must keep a record stating that the Landlord inspected the boiler.", window
+    )
+    assert wrong.fired and wrong.detail == "landlord / you"
+    assert not check_swapped_roles(
+        "Each Tenant must keep a record stating that You inspected the boiler.", window
+    ).fired
+    # Names next to each other in another order, and a name that holds the other's words, are
+    # the same roles.
+    thanks = "The fix was reviewed by Mara Okafor and Tim Beck."
+    assert not check_swapped_roles("Tim Beck and Mara Okafor reviewed the fix.", thanks).fired
+    assert not check_swapped_roles(
+        "The upload fixes CVE-2031-0001.", "The upload will Fix CVE-2031-0001 today."
+    ).fired
+
+
+def test_a_name_next_to_a_word_only_across_punctuation_holds_no_place() -> None:
+    window = "Reports were sent to the Board, but reviewed by nobody."
+    # "Board" is next to "reviewed" in the claim, not in the sentence (a comma stands between).
+    assert not check_swapped_roles("The Auditor reviewed the reports.", window).fired
+    assert check_swapped_roles(
+        "Reports were sent to the Auditor.", "Reports were sent to the Board."
+    ).fired
+
+
+def test_a_capital_at_a_sentence_start_makes_no_name() -> None:
+    # "Keeps" opens the claim; it holds the place of "Board" but is no name.
+    assert not check_swapped_roles(
+        "Keeps the minutes of the meeting.", "The Board keeps the minutes of the meeting."
+    ).fired
+
+
 def test_unsupported_content_flags_an_added_clause() -> None:
     plain = check_unsupported_content(
         "If the finally clause raises another exception, the saved exception becomes its context.",

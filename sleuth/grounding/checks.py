@@ -12,7 +12,8 @@ feature (the classes of unfaithful statements in public taxonomies such as FRANK
 - `swapped_roles` (relation errors): two terms of the claim stand in the opposite order of the
   sentence that states them, and swapping them back makes the claim match it (the new exception
   set as the context of the saved one, instead of the reverse); a change of voice ("by") is not
-  a swap.
+  a swap. Also a name of the claim next to a word where the sentence has another name next to
+  it ("stating that the Licensor changed" where it says "stating that You changed").
 - `unsupported_content` (additions): the share of the claim's content words that appear nowhere
   in the passages, and the longest run of them (an added clause is a run).
 
@@ -312,20 +313,50 @@ def check_negation(claim: str, window: str) -> CheckFinding:
 
 def _units(text: str) -> list[str]:
     """Content stems with runs of capitalised words (a person's name) kept as one unit."""
-    units: list[str] = []
+    return [unit.text for unit in _named_units(text)]
+
+
+@dataclass(frozen=True)
+class _Unit:
+    text: str
+    name: bool
+    """A capitalised word or run of them, not merely capitalised by its place."""
+    after_break: bool
+    """Punctuation (",", ";", a bracket, a sentence's end) stands between it and the unit before."""
+
+
+_INITIAL = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|\s[-*+•]\s*|[(\[]\s*|\(\w\)\s*)$")
+_BREAK = re.compile(r"[,;:.!?()\[\]]")
+
+
+def _named_units(text: str) -> list[_Unit]:
+    """`_units` with, for each, whether it is a name: capitalised words (a run of them is one
+    unit). A capitalised stopword inside a sentence is a defined term and kept ("... that You
+    changed", "... for The Work"); at a sentence's start it is dropped like any stopword, and a
+    word capitalised only by its place is no name."""
+    units: list[_Unit] = []
     previous_capital = False
-    for match in re.finditer(r"[A-Za-z_][\w\-]*(?:\(\))?|\d[\w.\-]*", CITATION.sub(" ", text)):
+    cleaned = CITATION.sub(" ", text)
+    last_end = 0
+    for match in re.finditer(r"[A-Za-z_][\w\-]*(?:\(\))?|\d[\w.\-]*", cleaned):
         token = match.group(0)
         lowered = token.lower()
-        if lowered in STOPWORDS or len(token) < 2:
+        capital = token[0].isupper()
+        between = cleaned[last_end : match.start()]
+        initial = _INITIAL.search(cleaned[: match.start()]) is not None
+        defined_term = capital and lowered in STOPWORDS and len(token) > 1 and not initial
+        if (lowered in STOPWORDS and not defined_term) or len(token) < 2:
             previous_capital = False
             continue
-        capital = token[0].isupper()
-        if capital and previous_capital and units:
-            units[-1] = units[-1] + " " + lowered
+        broken = bool(_BREAK.search(between)) or not units
+        if capital and previous_capital and not defined_term and not broken:
+            units[-1] = _Unit(units[-1].text + " " + lowered, True, units[-1].after_break)
         else:
-            units.append(lowered if capital else stem(lowered))
-        previous_capital = capital
+            units.append(
+                _Unit(lowered if capital else stem(lowered), capital and not initial, broken)
+            )
+        previous_capital = capital and not defined_term
+        last_end = match.end()
     return units
 
 
@@ -354,7 +385,54 @@ def check_swapped_roles(claim: str, window: str) -> CheckFinding:
         swapped = [b if u == a else a if u == b else u for u in claim_units]
         if _lcs(swapped, window_units) >= base + 2:
             return CheckFinding("swapped_roles", True, f"{a} / {b}")
+    substitution = _name_in_anothers_place(_named_units(claim), _named_units(window))
+    if substitution:
+        return CheckFinding("swapped_roles", True, substitution)
     return CheckFinding("swapped_roles")
+
+
+_SLOT_REACH = 3
+"""How near a word of the sentence a name must stand to hold the same place as in the claim."""
+
+
+def _name_in_anothers_place(claim: list[_Unit], window: list[_Unit]) -> str:
+    """A name of the claim standing right next to a word where the sentence has another name
+    next to that word, and the claim's name nowhere near it ("stating that the Licensor changed"
+    against "stating that You changed"): the claim gives the role to the wrong one. Neighbours
+    count only without punctuation between them. Returns "name / other name", or ""."""
+    texts = [unit.text for unit in window]
+    for i, unit in enumerate(claim):
+        if not unit.name:
+            continue
+        for side in (-1, 1):
+            j = i + side
+            if not 0 <= j < len(claim) or claim[j].name or claim[max(i, j)].after_break:
+                continue
+            places = [k for k, text in enumerate(texts) if text == claim[j].text]
+            neighbours = [
+                window[k - side]
+                for k in places
+                if 0 <= k - side < len(window)
+                and window[k - side].name
+                and not window[max(k, k - side)].after_break
+            ]
+            if not places or len(neighbours) < len(places):
+                continue
+            near = any(
+                _same_name(unit.text, text)
+                for k in places
+                for text in texts[max(0, k - _SLOT_REACH) : k + _SLOT_REACH + 1]
+            )
+            rivals = [n.text for n in neighbours if not _same_name(n.text, unit.text)]
+            if rivals and not near:
+                return f"{unit.text} / {rivals[0]}"
+    return ""
+
+
+def _same_name(a: str, b: str) -> bool:
+    """One name holds the other's words ("CVE-2025-1" and "Fix CVE-2025-1")."""
+    left, right = set(a.split(" ")), set(b.split(" "))
+    return left <= right or right <= left
 
 
 def _passive_between(text: str, a: str, b: str) -> bool:
