@@ -35,11 +35,9 @@ from workers.embedded import (
     embedded_address,
     port_open,
     read_background_server,
+    same_address,
     split_address,
     temporal_answers,
-)
-from workers.embedded import (
-    _same_address as same_address,
 )
 
 Status = Literal["ok", "warn", "fail"]

@@ -149,7 +149,7 @@ def settings_for(address: str) -> ServerSettings:
     return ServerSettings(port=port, ui_port=port + 1000)
 
 
-def _same_address(left: str, right: str) -> bool:
+def same_address(left: str, right: str) -> bool:
     left_host, left_port = split_address(left)
     right_host, right_port = split_address(right)
     if left_port != right_port:
@@ -430,7 +430,7 @@ async def connect_temporal(
     def open_client() -> Awaitable[Client]:
         return connect(address, namespace=namespace, plugins=plugins, runtime=runtime)
 
-    if not _same_address(address, embedded_address()):
+    if not same_address(address, embedded_address()):
         try:
             return await _connect_in_time(address, open_client)
         except EmbeddedServerError as exc:
