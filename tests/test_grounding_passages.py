@@ -154,3 +154,19 @@ def test_embeddings_find_a_passage_that_shares_no_word_with_the_claim() -> None:
     assert index.select(claim, top=1) == []
     (found,) = index.select(claim, top=1, claim_vector=embedder.embed([claim])[0])
     assert found.text == "The automobile was red."
+
+
+def test_a_sentence_longer_than_a_passage_is_cut_at_spaces_and_nothing_is_lost() -> None:
+    words = " ".join(f"word{n}" for n in range(200))  # one 1,289-character sentence, no breaks
+    url = "https://example.org/" + "x" * 300
+    output = f"Intro. {words} and then {url} ends here."
+    item = EvidenceItem(index=1, tool="fetch", arguments={}, output=output)
+    passages = split_passages([item], max_chars=120)
+
+    assert all(len(p.text) <= 120 for p in passages)
+    for passage in passages:
+        assert output[passage.start : passage.end] == passage.text
+    assert "".join(p.text for p in passages).replace(" ", "") == output.replace(" ", "")
+    # Cut at spaces: every word arrives whole, except inside the URL, which has no space.
+    inner = [p.text for p in passages if "x" * 10 not in p.text]
+    assert all(not t.startswith(("ord", "rd")) for t in inner)

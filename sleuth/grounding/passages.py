@@ -143,19 +143,22 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 def _pack(text: str, max_chars: int) -> list[tuple[int, int]]:
     """Consecutive sentences grouped into spans of at most `max_chars` (a longer sentence is cut
-    at line breaks, else stands alone)."""
+    at line breaks, then at spaces, so no passage outgrows a small judge's prompt)."""
     pieces: list[tuple[int, int]] = []
     for start, end in sentence_spans(text):
         if end - start <= max_chars:
             pieces.append((start, end))
             continue
         line_start = start
+        lines: list[tuple[int, int]] = []
         for match in re.finditer(r"\n", text[start:end]):
             cut = start + match.start()
             if cut - line_start >= max_chars // 2:
-                pieces.append((line_start, cut))
+                lines.append((line_start, cut))
                 line_start = cut + 1
-        pieces.append((line_start, end))
+        lines.append((line_start, end))
+        for line in lines:
+            pieces.extend(_cut_at_spaces(text, *line, max_chars))
     packed: list[tuple[int, int]] = []
     for start, end in pieces:
         start = _skip_space(text, start, end)
@@ -166,6 +169,21 @@ def _pack(text: str, max_chars: int) -> list[tuple[int, int]]:
         else:
             packed.append((start, end))
     return packed
+
+
+def _cut_at_spaces(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """`text[start:end]` in spans of at most `max_chars`, cut at the last space that fits (a
+    run without spaces, such as a long URL, is cut where it must)."""
+    spans = []
+    while end - start > max_chars:
+        limit = start + max_chars
+        space = max(text.rfind(" ", start + 1, limit + 1), text.rfind("\t", start + 1, limit + 1))
+        cut = space if space > start + max_chars // 2 else limit
+        spans.append((start, cut))
+        start = _skip_space(text, cut, end)
+    if end > start:
+        spans.append((start, end))
+    return spans
 
 
 def _skip_space(text: str, start: int, end: int) -> int:
