@@ -137,6 +137,23 @@ def test_a_name_next_to_a_word_only_across_punctuation_holds_no_place() -> None:
     ).fired
 
 
+def test_list_order_numbers_and_a_loose_sentence_are_no_swap() -> None:
+    # The same list in another order.
+    assert not check_swapped_roles(
+        "The keys pear, plum and fig open the gate.", "The keys fig, plum or pear open the gate."
+    ).fired
+    # A number or a date holds no role, and "Feb" is "February".
+    assert not check_swapped_roles(
+        "Ada Moss signed release 4.2 on 10 February 2031.",
+        "-- Ada Moss, Mon, 10 Feb 2031 release 4.2 signed",
+    ).fired
+    # A sentence that shares only a few words with the claim says nothing about its roles.
+    # (Its missing words are the `unsupported_content` check's.)
+    loose = "Mira told Owen about the storm before the long harvest festival in the valley town."
+    assert not check_swapped_roles(loose, "Owen told Mira.").fired
+    assert check_swapped_roles("Mira told Owen about the storm.", "Owen told Mira.").fired
+
+
 def test_a_capital_at_a_sentence_start_makes_no_name() -> None:
     # "Keeps" opens the claim; it holds the place of "Board" but is no name.
     assert not check_swapped_roles(

@@ -323,10 +323,14 @@ class _Unit:
     """A capitalised word or run of them, not merely capitalised by its place."""
     after_break: bool
     """Punctuation (",", ";", a bracket, a sentence's end) stands between it and the unit before."""
+    listed: bool = False
+    """An item of a list ("break, continue and return"): joined to a neighbour by a comma, "and"
+    or "or" alone."""
 
 
 _INITIAL = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|\s[-*+•]\s*|[(\[]\s*|\(\w\)\s*)$")
 _BREAK = re.compile(r"[,;:.!?()\[\]]")
+_LIST_JOIN = re.compile(r"[\s\"'`]*(?:,[\s\"'`]*(?:(?:and|or|nor)\s+)?|(?:and|or|nor)\s+)[\s\"'`]*")
 
 
 def _named_units(text: str) -> list[_Unit]:
@@ -349,11 +353,18 @@ def _named_units(text: str) -> list[_Unit]:
             previous_capital = False
             continue
         broken = bool(_BREAK.search(between)) or not units
+        if units and _LIST_JOIN.fullmatch(between) and not (capital and previous_capital):
+            units[-1] = _Unit(units[-1].text, units[-1].name, units[-1].after_break, True)
+            joined = True
+        else:
+            joined = False
         if capital and previous_capital and not defined_term and not broken:
             units[-1] = _Unit(units[-1].text + " " + lowered, True, units[-1].after_break)
         else:
             units.append(
-                _Unit(lowered if capital else stem(lowered), capital and not initial, broken)
+                _Unit(
+                    lowered if capital else stem(lowered), capital and not initial, broken, joined
+                )
             )
         previous_capital = capital and not defined_term
         last_end = match.end()
@@ -370,10 +381,25 @@ def _lcs(left: list[str], right: list[str]) -> int:
     return previous[-1]
 
 
+_SLOT_REACH = 3
+"""How near a word of the sentence a name must stand to hold the same place as in the claim."""
+_SWAP_MATCH = 0.6
+"""The share of the claim's units the sentence must hold in order once two terms are swapped."""
+
+
 def check_swapped_roles(claim: str, window: str) -> CheckFinding:
     """Two terms whose exchange makes the claim follow its best-matching sentences in order."""
-    claim_units, window_units = _units(claim), _units(window)
-    shared = [u for u in dict.fromkeys(claim_units) if u in window_units]
+    claim_named, window_named = _named_units(claim), _named_units(window)
+    claim_units = [unit.text for unit in claim_named]
+    window_units = [unit.text for unit in window_named]
+    # Numbers, versions and dates are circumstances (the `numbers` check), and list items in
+    # another order are the same list: neither is a role.
+    listed = {u.text for u in [*claim_named, *window_named] if u.listed}
+    shared = [
+        u
+        for u in dict.fromkeys(claim_units)
+        if u in window_units and not u[0].isdigit() and u not in listed
+    ]
     base = _lcs(claim_units, window_units)
     for a, b in combinations(shared, 2):
         if (claim_units.index(a) < claim_units.index(b)) == (
@@ -383,16 +409,15 @@ def check_swapped_roles(claim: str, window: str) -> CheckFinding:
         if _passive_between(claim, a, b) != _passive_between(window, a, b):
             continue
         swapped = [b if u == a else a if u == b else u for u in claim_units]
-        if _lcs(swapped, window_units) >= base + 2:
+        # The swap must make the claim follow the sentence nearly word for word: a sentence that
+        # only shares a few words with the claim says nothing about its roles.
+        matched = _lcs(swapped, window_units)
+        if matched >= base + 2 and matched >= _SWAP_MATCH * len(claim_units):
             return CheckFinding("swapped_roles", True, f"{a} / {b}")
-    substitution = _name_in_anothers_place(_named_units(claim), _named_units(window))
+    substitution = _name_in_anothers_place(claim_named, window_named)
     if substitution:
         return CheckFinding("swapped_roles", True, substitution)
     return CheckFinding("swapped_roles")
-
-
-_SLOT_REACH = 3
-"""How near a word of the sentence a name must stand to hold the same place as in the claim."""
 
 
 def _name_in_anothers_place(claim: list[_Unit], window: list[_Unit]) -> str:
@@ -408,6 +433,8 @@ def _name_in_anothers_place(claim: list[_Unit], window: list[_Unit]) -> str:
             j = i + side
             if not 0 <= j < len(claim) or claim[j].name or claim[max(i, j)].after_break:
                 continue
+            if claim[j].text[0].isdigit():
+                continue  # "on 10 February": a number holds no role (the `numbers` check's)
             places = [k for k, text in enumerate(texts) if text == claim[j].text]
             neighbours = [
                 window[k - side]
@@ -430,9 +457,11 @@ def _name_in_anothers_place(claim: list[_Unit], window: list[_Unit]) -> str:
 
 
 def _same_name(a: str, b: str) -> bool:
-    """One name holds the other's words ("CVE-2025-1" and "Fix CVE-2025-1")."""
+    """One name holds the other's words ("CVE-2025-1" and "Fix CVE-2025-1"), or shortens it
+    ("Feb" and "February")."""
     left, right = set(a.split(" ")), set(b.split(" "))
-    return left <= right or right <= left
+    shorter, longer = sorted((a, b), key=len)
+    return left <= right or right <= left or (len(shorter) >= 3 and longer.startswith(shorter))
 
 
 def _passive_between(text: str, a: str, b: str) -> bool:
