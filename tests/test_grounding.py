@@ -41,6 +41,8 @@ def test_split_claims_handles_prose_bullets_and_skips_headings_and_fragments() -
         "- The CRM market was worth 65 billion dollars in 2023.\n"
         "- Salesforce leads. It holds about a fifth of the market.\n"
         "2) HubSpot grows quickly among small firms.\n"
+        "- related_questions_and_answers\n"
+        "- https://example.org/crm-market-size-2023-report\n"
         "Done."
     )
     assert split_claims(answer) == [

@@ -106,7 +106,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
 def split_claims(text: str, *, min_words: int = 4) -> list[str]:
-    """Split prose or bullet lists into sentence-sized claims; headings and fragments are skipped."""
+    """Split prose or bullet lists into sentence-sized claims; headings, fragments and lone tokens
+    (a field name, a path) are skipped."""
     claims: list[str] = []
     for raw_line in text.splitlines():
         line = raw_line.strip()
@@ -115,7 +116,9 @@ def split_claims(text: str, *, min_words: int = 4) -> list[str]:
         line = re.sub(r"^([-*•]|\d+[.)])\s+", "", line)
         for sentence in _SENTENCE_END.split(line):
             sentence = sentence.strip()
-            if len(WORD.findall(sentence)) >= min_words:
+            # One token is no claim, however many words it joins: a writer's stray field name
+            # (`related_questions_and_answers`), a path or a URL.
+            if len(WORD.findall(sentence)) >= min_words and len(sentence.split()) > 1:
                 claims.append(sentence)
     return claims
 
