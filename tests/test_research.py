@@ -154,6 +154,34 @@ async def test_output_schema_is_validated_and_repaired() -> None:
     assert [c["claim"] for c in state["claims"]] == [FACT, good["key_findings"][0]]
 
 
+async def test_when_the_repair_fails_too_the_first_answers_prose_is_the_report() -> None:
+    # Both answers are JSON objects that break the schema (confidence at most 1 is not enforced
+    # by `Report`, so a list where text belongs stands in); the repair talks about the error.
+    first = {"summary": FACT, "key_findings": "not a list", "confidence": 0.8}
+    repair = {"summary": "The key findings field should be a list.", "confidence": "high"}
+    answers = iter([text(json.dumps(first)), text("Sure: " + json.dumps(repair))])
+    script = ResearchScript()
+
+    def responder(call):  # type: ignore[no-untyped-def]
+        if node_of_request(call.messages) == "summarize":
+            if call.messages[-1].content.startswith("That does not match"):
+                assert "fix only what the error names" in call.messages[-1].content
+            return next(answers)
+        return script(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=responder),
+        tools=[lookup],
+        output_schema=Report,
+        max_replans=0,
+        max_regenerations=0,
+    )
+    state = (await spec.execute("q?")).final_state
+    assert state["structured_output"] is None and state["output_error"]
+    assert state["summary"] == FACT + "\nnot a list"
+    assert [c["claim"] for c in state["claims"]] == [FACT]
+
+
 async def test_without_a_judge_model_the_checks_alone_judge() -> None:
     script = ResearchScript(summary=FACT + " Pigs can fly over the moon every Tuesday.")
     spec = create_research_workflow(

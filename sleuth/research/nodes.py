@@ -432,6 +432,7 @@ async def _written_report(
     if spec.output_schema is None:
         return {"summary": response.text.strip(), "structured_output": None, "output_error": None}
     parsed, error = _validate(spec.output_schema, response)
+    first = response
     if error is not None:
         repair = [
             *messages,
@@ -439,7 +440,7 @@ async def _written_report(
             Message(
                 role="user",
                 content=f"That does not match the required schema: {error}. Reply with only a JSON "
-                "object that matches it.",
+                "object that matches it, with the same report: fix only what the error names.",
             ),
         ]
         response = await model.request(
@@ -447,13 +448,27 @@ async def _written_report(
         )
         parsed, error = _validate(spec.output_schema, response)
     if parsed is None:
-        return {"summary": response.text.strip(), "structured_output": None, "output_error": error}
+        prose = _unvalidated_prose(first) or _unvalidated_prose(response) or response.text
+        return {"summary": prose.strip(), "structured_output": None, "output_error": error}
     summary = parsed.get("summary")
     return {
         "summary": summary if isinstance(summary, str) else report_text(parsed),
         "structured_output": parsed,
         "output_error": None,
     }
+
+
+def _unvalidated_prose(response: ModelResponse) -> str:
+    """The prose of an answer whose JSON object did not validate (`report_text`), or "" when it
+    holds none. After a failed repair the first answer's prose is the report: a small writer
+    asked to repair a report (a confidence of 100 where at most 1 is allowed) can answer about
+    the error instead, and neither answer's raw JSON is prose to judge."""
+    data = (
+        response.structured
+        if response.structured is not None
+        else json_from_text(response.text, kind="object")
+    )
+    return report_text(data) if isinstance(data, dict) else ""
 
 
 def _validate(
