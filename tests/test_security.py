@@ -633,7 +633,12 @@ async def test_server_files_are_private_and_a_second_server_on_the_database_is_r
     assert await asyncio.to_thread(_wait_for_port, port + 2)
     rows = SQLiteRowSink()
     rows.put(ok_record("s", "i", "I", {"a": 1}))
-    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in sleuth_home.iterdir()}
+    modes = {}
+    for path in sleuth_home.iterdir():
+        # SQLite's rollback journal (`temporal.sqlite-journal`) comes and goes as the server
+        # writes: a file listed a moment ago may be gone.
+        with contextlib.suppress(FileNotFoundError):
+            modes[path.name] = stat.S_IMODE(path.stat().st_mode)
     assert stat.S_IMODE(sleuth_home.stat().st_mode) == 0o700
     assert modes["temporal.sqlite"] == 0o600 and modes["temporal.log"] == 0o600
     assert modes["temporal.pid"] == 0o600 and modes["rows.sqlite"] == 0o600
