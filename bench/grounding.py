@@ -37,6 +37,7 @@ import json
 import os
 import statistics
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -144,7 +145,8 @@ async def run_judge(judge: str, model: Model | None, group: dict[str, Any]) -> l
     ]
 
 
-RECHECKED = ("claim", "claim-verdict", "checks")
+METHODS = {"claim": "logprobs", "claim-verdict": "verdict", "checks": "checks"}
+"""The claim-level judges (their outcomes carry the checks' features) and how each scores."""
 
 
 async def recheck(key: tuple[str, str], outcomes: list[Outcome]) -> list[Outcome]:
@@ -152,21 +154,21 @@ async def recheck(key: tuple[str, str], outcomes: list[Outcome]) -> list[Outcome
     saved model score (the judge model's P(supported), which the checks do not change) is
     recombined with the features the current checks compute. Other judges are kept as saved."""
     judge, model = key
-    if judge not in RECHECKED:
+    if judge not in METHODS:
         return outcomes
     by_id = {g["id"]: g for g in json.loads(DATA.read_text(encoding="utf-8"))["groups"]}
-    method = {"claim": "logprobs", "claim-verdict": "verdict", "checks": "checks"}[judge]
-    calibration = calibration_for(None if judge == "checks" else f"local:{model}", method)
+    calibration = calibration_for(None if judge == "checks" else f"local:{model}", METHODS[judge])
     features: dict[str, list[dict[str, float]]] = {}
+    seen: Counter[str] = Counter()  # a group's outcomes come in the order of its claims
     rescored = []
-    for number, outcome in enumerate(outcomes):
+    for outcome in outcomes:
         if outcome.group not in features:
             group = by_id[outcome.group]
             evidence = [EvidenceItem.model_validate(item) for item in group["evidence"]]
             report = await ground_claims([c["text"] for c in group["claims"]], evidence, None)
             features[outcome.group] = [verdict.features for verdict in report.claims]
-        position = sum(1 for o in outcomes[:number] if o.group == outcome.group)
-        current = features[outcome.group][position]
+        current = features[outcome.group][seen[outcome.group]]
+        seen[outcome.group] += 1
         score = calibration.combine(outcome.model_score, current) if current else 0.0
         rescored.append(
             replace(outcome, features=current, score=score, grounded=score >= calibration.threshold)
@@ -317,13 +319,13 @@ async def main_async(args: argparse.Namespace) -> None:
         fitted_on = args.load or f"the {args.split} split"
         print(f"\n# fitted on {fitted_on}; paste into sleuth/grounding/calibration.py")
         for (judge, model), rows in results.items():
-            if judge not in ("claim", "claim-verdict", "checks"):
+            if judge not in METHODS:
                 continue
             bias, weights, threshold = fit(rows)
             if judge == "checks":
                 weights.pop("model")
             family = model if judge != "checks" else "checks"
-            method = {"claim": "logprobs", "claim-verdict": "verdict", "checks": "checks"}[judge]
+            method = METHODS[judge]
             print(f"Calibration({family!r}, {method!r}, {bias}, {weights}, {threshold}),")
 
 

@@ -24,7 +24,7 @@ weights in `sleuth.grounding.calibration`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 from sleuth.grounding.claims import CITATION, STOPWORDS
@@ -311,11 +311,6 @@ def check_negation(claim: str, window: str) -> CheckFinding:
     return CheckFinding("negation", True, f"negated on one side only: {words}")
 
 
-def _units(text: str) -> list[str]:
-    """Content stems with runs of capitalised words (a person's name) kept as one unit."""
-    return [unit.text for unit in _named_units(text)]
-
-
 @dataclass(frozen=True)
 class _Unit:
     text: str
@@ -334,8 +329,9 @@ _LIST_JOIN = re.compile(r"[\s\"'`]*(?:,[\s\"'`]*(?:(?:and|or|nor)\s+)?|(?:and|or
 
 
 def _named_units(text: str) -> list[_Unit]:
-    """`_units` with, for each, whether it is a name: capitalised words (a run of them is one
-    unit). A capitalised stopword inside a sentence is a defined term and kept ("... that You
+    """Content stems with runs of capitalised words (a person's name) kept as one unit, each
+    marked whether it is a name: capitalised words (a run of them is one unit). A capitalised
+    stopword inside a sentence is a defined term and kept ("... that You
     changed", "... for The Work"); at a sentence's start it is dropped like any stopword, and a
     word capitalised only by its place is no name."""
     units: list[_Unit] = []
@@ -354,7 +350,7 @@ def _named_units(text: str) -> list[_Unit]:
             continue
         broken = bool(_BREAK.search(between)) or not units
         if units and _LIST_JOIN.fullmatch(between) and not (capital and previous_capital):
-            units[-1] = _Unit(units[-1].text, units[-1].name, units[-1].after_break, True)
+            units[-1] = replace(units[-1], listed=True)
             joined = True
         else:
             joined = False

@@ -463,12 +463,17 @@ def _unvalidated_prose(response: ModelResponse) -> str:
     holds none. After a failed repair the first answer's prose is the report: a small writer
     asked to repair a report (a confidence of 100 where at most 1 is allowed) can answer about
     the error instead, and neither answer's raw JSON is prose to judge."""
-    data = (
+    data = _answer_data(response)
+    return report_text(data) if isinstance(data, dict) else ""
+
+
+def _answer_data(response: ModelResponse) -> Any:
+    """The JSON an answer holds: its structured output, else the first object in its text."""
+    return (
         response.structured
         if response.structured is not None
         else json_from_text(response.text, kind="object")
     )
-    return report_text(data) if isinstance(data, dict) else ""
 
 
 def _validate(
@@ -476,11 +481,7 @@ def _validate(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The answer as schema-valid JSON data, with lists of text deduplicated when the schema
     still accepts them that way; or the reason it does not validate."""
-    data = (
-        response.structured
-        if response.structured is not None
-        else json_from_text(response.text, kind="object")
-    )
+    data = _answer_data(response)
     if not isinstance(data, dict):
         return None, "the answer contained no JSON object"
     try:
