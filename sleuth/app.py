@@ -74,6 +74,7 @@ class DatastoreEntry:
     description: str = ""
     top_k: int = 5
     threshold: float | None = None
+    max_top_k: int | None = None
 
     def as_config(self) -> dict[str, Any]:
         return {
@@ -81,6 +82,7 @@ class DatastoreEntry:
             "description": self.description,
             "top_k": self.top_k,
             "threshold": self.threshold,
+            "max_top_k": self.max_top_k,
         }
 
 
@@ -131,9 +133,12 @@ class App:
         description: str = "",
         top_k: int = 5,
         threshold: float | None = None,
+        max_top_k: int | None = None,
     ) -> DatastoreEntry:
-        """Register a retriever; research configs and agents that list `name` get `search_<name>`."""
-        entry = DatastoreEntry(name, retriever, description, top_k, threshold)
+        """Register a retriever; research configs and agents that list `name` get `search_<name>`,
+        which returns `top_k` passages and at most `max_top_k` (default: `top_k`) when the model
+        asks for more."""
+        entry = DatastoreEntry(name, retriever, description, top_k, threshold, max_top_k)
         self._datastores[_check_name("datastore", name, self._datastores)] = entry
         return entry
 

@@ -3,13 +3,18 @@ shared with the OpenAI adapter and tested in test_models_toolcalls.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from sleuth.models import Message, NonRetryableModelError, OutputSchema, ToolSpec
 from sleuth.models.local import (
     _awaiting_first_action,
     _default_threads,
+    _Engine,
     _grammar,
+    _Settings,
 )
 
 LOOKUP = ToolSpec(
@@ -60,3 +65,40 @@ def test_thread_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
         _default_threads()
     monkeypatch.delenv("SLEUTH_LOCAL_THREADS")
     assert _default_threads() >= 1
+
+
+class _FakeLlama:
+    """What `_Engine.switch_to` uses of llama_cpp.Llama: the live tokens, save and load."""
+
+    def __init__(self) -> None:
+        self.live: list[int] = []
+
+    @property
+    def _input_ids(self) -> np.ndarray:
+        return np.array(self.live, dtype=np.int64)
+
+    def save_state(self) -> list[int]:
+        return list(self.live)
+
+    def load_state(self, state: list[int]) -> None:
+        self.live = list(state)
+
+
+def test_the_longest_saved_prompt_outlives_short_ones_that_displace_it() -> None:
+    """A writer's long prompt, then five short judge prompts with room for two saved states: the
+    writer's prompt is still there to restore (dropping the oldest would have dropped it)."""
+    engine = _Engine(Path("unused.gguf"), _Settings(n_ctx=8192, n_threads=1, saved_prompts=2))
+    engine.llm = llm = _FakeLlama()
+
+    def ask(tokens: list[int]) -> int:
+        reused = engine.switch_to(tokens)
+        llm.live = list(tokens)  # what evaluating the prompt leaves in the cache
+        return reused
+
+    writer = list(range(1000, 3000))
+    assert ask(writer) == 0
+    for claim in range(5):
+        judge = [1, 2, 3, *range(10_000 * (claim + 1), 10_000 * (claim + 1) + 300)]
+        ask(judge)
+    assert len(engine.saved) == 2
+    assert ask([*writer, 7, 8, 9]) == len(writer)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from sleuth.rag import (
     SQLiteStore,
     create_rag_tool,
 )
+from sleuth.rag.tools import wire_datastores
+from sleuth.tools import Tool
 
 DOCS = [
     Document(id="a", text="The with statement calls __enter__ and __exit__.", source="with.md"),
@@ -95,10 +98,34 @@ def test_local_embedder_finds_a_paraphrase_bm25_misses(tmp_path: Path):
 
 
 async def test_search_tool_uses_the_retriever_with_string_arguments(retriever: RAGRetriever):
-    tool = create_rag_tool("docs", retriever, description="Python notes", top_k=1)
+    tool = create_rag_tool("docs", retriever, description="Python notes", top_k=1, max_top_k=2)
     result = await tool.invoke({"query": "for loop", "top_k": "2", "min_score": "0"})
     assert result.ok, result.error
     assert '"source": "for.md"' in result.content
+
+
+async def test_a_search_returns_no_more_passages_than_the_store_allows(retriever: RAGRetriever):
+    """A model asking for ten passages gets the store's cap: each passage is read again on every
+    later turn, so the store's owner bounds what a search costs."""
+
+    async def count(tool: Tool, **arguments: object) -> int:
+        result = await tool.invoke({"query": "for loop with statement", **arguments})
+        assert result.ok, result.error
+        return len(json.loads(result.content))
+
+    capped = create_rag_tool("docs", retriever, top_k=1)
+    assert await count(capped, top_k=10) == 1
+    assert "up to 1 passages" in capped.description
+    roomy = create_rag_tool("docs", retriever, top_k=1, max_top_k=2)
+    assert await count(roomy) == 1
+    assert await count(roomy, top_k="10") == 2
+    # The same cap comes through an App's datastore and a research config's map.
+    app = App()
+    app.datastore("docs", retriever, top_k=1)
+    [via_app], _ = wire_datastores(app.datastore_configs(["docs"]))
+    assert await count(via_app, top_k=10) == 1
+    [via_map], _ = wire_datastores({"docs": {"retriever": retriever, "top_k": 1, "max_top_k": 2}})
+    assert await count(via_map, top_k=10) == 2
 
 
 async def test_app_datastore_gives_agents_a_search_tool(retriever: RAGRetriever):

@@ -3,6 +3,8 @@ uncovered part, the round's budget, and coverage in the report and the CLI's rep
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from coverage_scripts import (
     FACTS,
@@ -24,6 +26,8 @@ from sleuth.research import (
     node_of_request,
     parse_sub_questions,
 )
+from sleuth.research.plan import sub_question_prompt
+from sleuth.research.state import ResearchState
 from sleuth.state import EvidenceItem
 from workers.cli_research import format_report
 
@@ -49,6 +53,41 @@ def test_a_sub_question_is_covered_by_a_passage_holding_half_its_words() -> None
     assert [entry.covered for entry in found] == [False, False, True]
     assert found[2].evidence == [1] and found[2].passages[0].text == FACTS["finally"]
     assert found[0].passages == [] and found[1].evidence == []
+
+
+def test_a_passage_found_twice_is_listed_once_under_its_sub_question() -> None:
+    """The same chunk from two searches, and the same text under another page, are one passage
+    in the coverage (the report printed each twice); every evidence item still counts."""
+    copy = " ".join(FACTS["finally"].upper().split())
+    evidence = [
+        EvidenceItem(index=1, tool="search_docs", output=FACTS["finally"]),
+        EvidenceItem(index=2, tool="search_docs", output=FACTS["finally"]),
+        EvidenceItem(index=3, tool="search_docs", output=json.dumps({"text": copy, "source": "b"})),
+    ]
+    entry = coverage(SUB_QUESTIONS, evidence)[2]
+    assert entry.covered and entry.evidence == [1, 2, 3]
+    assert [p.evidence for p in entry.passages] == [1]
+
+
+def test_a_parts_prompt_names_the_searches_already_made() -> None:
+    """A small model repeats the whole question's search for every part unless told what was
+    searched; the prompt lists each earlier query once (failed calls are not searches made)."""
+    state = ResearchState(
+        prompt=QUESTION,
+        sub_questions=SUB_QUESTIONS,
+        evidence=[
+            EvidenceItem(index=1, tool="search_docs", arguments={"query": "with exceptions"}),
+            EvidenceItem(index=2, tool="search_docs", arguments={"query": "with exceptions"}),
+            EvidenceItem(index=3, tool="search_docs", arguments={"query": "boom"}, success=False),
+        ],
+    )
+    first = sub_question_prompt(state.model_copy(update={"evidence": []}), 0)
+    assert "Already searched" not in first
+    second = sub_question_prompt(state, 1)
+    assert second.startswith(f"The whole question, for context:\n{QUESTION}")
+    assert f"(part 2 of 3):\n{SUB_QUESTIONS[1]}" in second
+    assert 'Already searched (those results are kept): "with exceptions". Search' in second
+    assert "boom" not in second
 
 
 def test_the_router_replans_for_an_uncovered_sub_question() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import re
 import uuid
@@ -22,10 +23,13 @@ from activities.research_models import ResearchOutcome, ResearchRequest
 from sleuth import App, create_research_workflow
 from sleuth.grounding import calibration_for
 from sleuth.grounding.judge import NO_EVIDENCE
-from sleuth.models.base import ModelResponse, TokenLogprob, TopLogprob
+from sleuth.models.base import Message, ModelResponse, TokenLogprob, TopLogprob
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import (
+    CAUSAL_PROMPT,
+    REGENERATE_PROMPT,
     SUMMARIZE_PROMPT,
+    WRITER_PROMPT,
     Node,
     ResearchReport,
     ResearchSpec,
@@ -247,7 +251,8 @@ async def test_writers_get_numbered_passages_and_invented_numbers_are_dropped(
                 return tool_call("lookup", topic="acme")
             return text("done")
         if node == Node.SUMMARIZE:
-            assert call.messages[0].content == SUMMARIZE_PROMPT and "[2]" in SUMMARIZE_PROMPT
+            assert call.messages[0].content == WRITER_PROMPT and "[2]" in SUMMARIZE_PROMPT
+            assert call.last_user_text.endswith(SUMMARIZE_PROMPT)
             prompts.append(call.last_user_text)
             return text("Acme shipped 40 thousand widgets [1, 7]. It did so in 2024 [9].")
         return yes(0.95)
@@ -261,7 +266,7 @@ async def test_writers_get_numbered_passages_and_invented_numbers_are_dropped(
     assert len(prompts) == 2
     for prompt, report in zip(prompts, runs, strict=True):
         assert f"Passages:\nFrom acme-annual-report.pdf:\n[1] {FACT}" in prompt
-        assert "[2]" not in prompt
+        assert "[2]" not in prompt.removesuffix(SUMMARIZE_PROMPT)  # one passage: no [2] given
         assert report.summary == "Acme shipped 40 thousand widgets [1]. It did so in 2024."
         assert report.passage_references == [f"acme-annual-report.pdf#chars 0-{len(FACT)}"]
 
@@ -355,3 +360,48 @@ def test_writer_passages_are_grouped_by_source_and_numbered_in_that_order() -> N
         "From a.md:\n[1] Alpha one.\n[2] Alpha two.\nFrom b.md:\n[3] Beta one."
     )
     assert passage_references(passages) == ["a.md#chars 0-10", "a.md#chars 0-10", "b.md#chars 0-9"]
+
+
+async def test_the_writers_requests_share_the_question_notes_and_passages_as_one_prefix() -> None:
+    """Causal inference, summarize and regenerate send the same system prompt and begin their
+    message with the same question, notes and passages; each names its task last. A model that
+    reuses a prompt's prefix (the local model's KV cache) then reads the passages once."""
+    writer = Writer()
+    requests: dict[Node, list[str]] = {}
+
+    def respond(call: ModelCall) -> ModelResponse:
+        node = node_of_request(call.messages)
+        if node in (Node.CAUSAL_INFERENCE, Node.SUMMARIZE, Node.REGENERATE):
+            assert call.messages[0].content == WRITER_PROMPT
+            requests.setdefault(node, []).append(call.last_user_text)
+        if node == Node.CAUSAL_INFERENCE:
+            return text("Demand -> shipments [1]")
+        return writer(call)
+
+    spec = create_research_workflow(model=ScriptedModel(responder=respond), tools=[lookup])
+    report = (await spec.execute("How many widgets did Acme ship?")).final_state
+    assert report.regeneration_count == 1
+    [causal], [summary], [rewrite] = (
+        requests[n] for n in (Node.CAUSAL_INFERENCE, Node.SUMMARIZE, Node.REGENERATE)
+    )
+    shared = os.path.commonprefix([causal, summary, rewrite])
+    assert shared.startswith("Question:\nHow many widgets did Acme ship?")
+    assert (
+        "Research notes:\n" in shared
+        and f"Passages:\nFrom acme-annual-report.pdf:\n[1] {FACT}" in shared
+    )
+    assert causal.endswith(CAUSAL_PROMPT) and summary.endswith(SUMMARIZE_PROMPT)
+    assert rewrite.endswith(REGENERATE_PROMPT) and FALSIFIED in rewrite
+    assert "Causal chain:\nDemand -> shipments [1]" in summary and "Causal chain" not in causal
+
+
+def test_a_writers_schema_repair_turn_is_still_that_writers_request() -> None:
+    for task, node in ((SUMMARIZE_PROMPT, Node.SUMMARIZE), (REGENERATE_PROMPT, Node.REGENERATE)):
+        messages = [
+            Message(role="system", content=WRITER_PROMPT),
+            Message(role="user", content=f"Question:\nq\n\n{task}"),
+            Message(role="assistant", content="{}"),
+            Message(role="user", content="That does not match the required schema: ..."),
+        ]
+        assert node_of_request(messages) == node
+    assert node_of_request([Message(role="system", content=WRITER_PROMPT)]) == Node.EXECUTE

@@ -171,7 +171,7 @@ class _Engine:
                 del self.saved[key]  # an earlier turn of the conversation being saved
             self.saved[tuple(live)] = llm.save_state()
             while len(self.saved) > self.settings.saved_prompts:
-                self.saved.popitem(last=False)
+                del self.saved[_cheapest(self.saved)]
         if restore is not None:
             llm.load_state(restore)
             return best
@@ -651,6 +651,15 @@ class _LogprobRecorder:
     def _text(self, token: int) -> str:
         piece: bytes = self.llm.detokenize([token], special=True)
         return piece.decode("utf-8", "replace")
+
+
+def _cheapest(saved: OrderedDict[tuple[int, ...], Any]) -> tuple[int, ...]:
+    """The saved state to drop first: the one with the fewest tokens (the cheapest to evaluate
+    again), the oldest of those; never the one saved last. A research run's writers share a long
+    prompt (question, notes, passages) across the grounding eval between them, whose claims each
+    displace a short judge prompt: dropping the oldest would drop the writers' prompt."""
+    keys = list(saved)[:-1] or list(saved)
+    return min(keys, key=len)
 
 
 def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:

@@ -46,15 +46,22 @@ def create_rag_tool(
     description: str = "",
     top_k: int = 5,
     threshold: float | None = None,
+    max_top_k: int | None = None,
 ) -> Tool:
-    """A `search_<name>` tool over `retriever` (anything with `retrieve(query, top_k, min_score)`)."""
+    """A `search_<name>` tool over `retriever` (anything with `retrieve(query, top_k, min_score)`).
+
+    `top_k` passages come back unless the model asks for another number, and never more than
+    `max_top_k` (default: `top_k`): every passage returned is read again on each later model turn,
+    so the store's owner, not the model, sets what a search may cost. A small model asked to
+    search often sends `top_k: 10` whatever the question."""
     default_top_k = top_k
     default_threshold = threshold
+    cap = max(max_top_k if max_top_k is not None else top_k, 1)
 
     async def search(
         query: str, top_k: int | str | None = None, min_score: float | str | None = None
     ) -> list[dict[str, Any]]:
-        k = coerce_number(top_k, "top_k", int) or default_top_k
+        k = min(coerce_number(top_k, "top_k", int) or default_top_k, cap)
         floor = coerce_number(min_score, "min_score")
         if floor is None:
             floor = default_threshold
@@ -78,7 +85,8 @@ def create_rag_tool(
     return Tool(
         search,
         name=f"search_{name}",
-        description=f"Search {about}. Returns passages with their source and location; cite the source.",
+        description=f"Search {about}. Returns up to {cap} passages with their source and location; "
+        "cite the source.",
     )
 
 
@@ -94,7 +102,8 @@ def routing_block(datastores: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def wire_datastores(datastores: Mapping[str, Mapping[str, Any]] | None) -> tuple[list[Tool], str]:
-    """Tools and the routing block for a `datastores={name: {"retriever", "description", "top_k", "threshold"}}` map."""
+    """Tools and the routing block for a `datastores={name: {"retriever", "description", "top_k",
+    "threshold", "max_top_k"}}` map (`create_rag_tool` says what each means)."""
     if not datastores:
         return [], ""
     tools = []
@@ -110,6 +119,7 @@ def wire_datastores(datastores: Mapping[str, Mapping[str, Any]] | None) -> tuple
                 description=config.get("description", ""),
                 top_k=int(coerce_number(config.get("top_k"), "top_k", int) or 5),
                 threshold=coerce_number(config.get("threshold"), "threshold"),
+                max_top_k=coerce_number(config.get("max_top_k"), "max_top_k", int),
             )
         )
     return tools, routing_block(datastores)

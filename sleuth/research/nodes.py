@@ -52,22 +52,30 @@ EXECUTE_PROMPT = (
     "Prefer several focused tool calls over guessing; every fact you report must come from a tool "
     "result. When you have enough evidence, answer with your findings in plain prose."
 )
+WRITER_PROMPT = (
+    "You are a research writer. You work only from the numbered passages you are given: state "
+    "only what they say, and cite the passages by number, like [2]. Cite only numbers listed. "
+    "Your task is at the end of the message."
+)
+"""The system prompt the causal, summarize and regenerate nodes share. Their messages start with
+the same text (this prompt, the question, the notes and the passages) and name the node's task
+last, so a model that reuses a prompt's prefix (the local llama.cpp model keeps its KV cache)
+reads the passages once for all three."""
 CAUSAL_PROMPT = (
-    "You are a causal analyst. From the numbered passages only, write the causal chain behind the "
-    "findings: one line per link, 'cause -> effect [passage number]'. Leave out links the "
-    "passages do not state."
+    "Task: from the numbered passages only, write the causal chain behind the findings: one line "
+    "per link, 'cause -> effect [passage number]'. Leave out links the passages do not state."
 )
 SUMMARIZE_PROMPT = (
-    "You are a research summariser. Distil the numbered passages into a report that answers the "
-    "question. State only what the passages say, one fact per sentence, and end each sentence "
-    "with the number of the passage that states it, like [2]. Cite only numbers listed."
+    "Task: distil the numbered passages into a report that answers the question. State only what "
+    "the passages say, one fact per sentence, and end each sentence with the number of the "
+    "passage that states it, like [2]. Cite only numbers listed."
 )
 REGENERATE_PROMPT = (
-    "You are a research editor. A fact-check found claims of the report that the numbered "
-    "passages do not support; each is listed with what failed. Rewrite the report: state each of "
-    "those claims only as the passages state it (the quoted sentence shows what they say), or "
-    "drop it. Keep the supported sentences. End each sentence with the number of the passage that "
-    "states it, like [2]. Do not add facts the passages do not state."
+    "Task: a fact-check found claims of the current report that the numbered passages do not "
+    "support; each is listed above with what failed. Rewrite the report: state each of those "
+    "claims only as the passages state it (the quoted sentence shows what they say), or drop it. "
+    "Keep the supported sentences. End each sentence with the number of the passage that states "
+    "it, like [2]. Do not add facts the passages do not state."
 )
 REPLAN_PROMPT = (
     "You are a research planner. The report is incomplete: some parts of the question have no "
@@ -84,7 +92,9 @@ NODE_PROMPTS: dict[Node, str] = {
     Node.REPLAN: REPLAN_PROMPT,
     Node.GROUNDING_EVAL: JUDGE_SYSTEM,
 }
-"""The system prompt of every node that makes one model request (execute runs an agent)."""
+"""What names each node that makes one model request (execute runs an agent): the system prompt,
+or, for the writers under `WRITER_PROMPT`, the task that ends their user message."""
+WRITERS = (Node.CAUSAL_INFERENCE, Node.SUMMARIZE, Node.REGENERATE)
 
 
 class BudgetSpent(UsageLimitExceeded):
@@ -237,10 +247,7 @@ async def causal_inference_node(spec: ResearchSpec, state: ResearchState) -> Res
     """A causal chain built from the evidence."""
     meter = _Meter(spec.model, state)
     response = await meter.request(
-        [
-            Message(role="system", content=CAUSAL_PROMPT),
-            Message(role="user", content=_context(state, include_chain=False)),
-        ],
+        _writer_messages(state, CAUSAL_PROMPT, include_chain=False),
         max_output_tokens=spec.max_output_tokens,
     )
     return state.model_copy(
@@ -251,10 +258,7 @@ async def causal_inference_node(spec: ResearchSpec, state: ResearchState) -> Res
 async def summarize_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
     """The evidence distilled into a summary (validated against the output schema, if any)."""
     meter = _Meter(spec.model, state)
-    messages = [
-        Message(role="system", content=SUMMARIZE_PROMPT),
-        Message(role="user", content=_context(state, include_chain=True)),
-    ]
+    messages = _writer_messages(state, SUMMARIZE_PROMPT, include_chain=True)
     update = await _write_report(spec, meter, messages, _numbered(state))
     return state.model_copy(update={**update, "usage": state.usage + meter.usage})
 
@@ -309,17 +313,15 @@ async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchS
     With a reviewer's remark (a `revise` decision) the rewrite follows the remark too, and counts
     as a revision, not a regeneration."""
     meter = _Meter(spec.model, state)
-    messages = [
-        Message(role="system", content=REGENERATE_PROMPT),
-        Message(
-            role="user",
-            content=_context(state, include_chain=True)
-            + f"\n\nCurrent report:\n{grounded_text(state)}"
-            + "\n\nUnsupported claims (what failed, and what the passages say):\n"
-            + unsupported_claims(state)
-            + _remark_text(state),
-        ),
-    ]
+    messages = _writer_messages(
+        state,
+        REGENERATE_PROMPT,
+        include_chain=True,
+        extra=f"Current report:\n{grounded_text(state)}"
+        + "\n\nUnsupported claims (what failed, and what the passages say):\n"
+        + unsupported_claims(state)
+        + _remark_text(state),
+    )
     update = await _write_report(spec, meter, messages, _numbered(state))
     return state.model_copy(
         update={
@@ -515,18 +517,27 @@ def grounded_text(state: ResearchState) -> str:
     return state.summary
 
 
-def _context(state: ResearchState, *, include_chain: bool) -> str:
+def _writer_messages(
+    state: ResearchState, task: str, *, include_chain: bool, extra: str = ""
+) -> list[Message]:
+    """A writer node's request: `WRITER_PROMPT`, then the question, the research notes and the
+    passages (the same text for every writer of a round), then the causal chain, `extra` and the
+    node's `task` last, so the writers share the longest prefix."""
     parts = [f"Question:\n{state.prompt}"]
     if state.findings:
         parts.append(f"Research notes:\n{state.findings}")
+    parts.append(f"Passages:\n{render_passages(writer_passages(state))}")
     if include_chain and state.causal_chain:
         parts.append(f"Causal chain:\n{state.causal_chain}")
-    parts.append(f"Passages:\n{render_passages(writer_passages(state))}")
-    return "\n\n".join(parts)
+    parts.extend(p for p in (extra, task) if p)
+    return [
+        Message(role="system", content=WRITER_PROMPT),
+        Message(role="user", content="\n\n".join(parts)),
+    ]
 
 
 def _numbered(state: ResearchState) -> list[str]:
-    """The references of the numbered passages `_context` gives the writer."""
+    """The references of the numbered passages `_writer_messages` gives the writers."""
     return passage_references(writer_passages(state))
 
 
@@ -552,7 +563,13 @@ def node_of_request(messages: Sequence[Message]) -> Node:
     """Which research node sent a model request (for `ScriptedModel(responder=...)` in tests):
     one of `NODES`; requests of the execute agent return `Node.EXECUTE`."""
     system = next((m.content for m in messages if m.role == "system"), "")
+    if system == WRITER_PROMPT:
+        # The writer's own message (a schema repair turn comes after it).
+        task = next((m.content for m in messages if m.role == "user"), "")
+        for node in WRITERS:
+            if task.endswith(NODE_PROMPTS[node]):
+                return node
     for node, prompt in NODE_PROMPTS.items():
-        if system == prompt:
+        if system == prompt and node not in WRITERS:
             return node
     return Node.EXECUTE

@@ -108,7 +108,7 @@ def coverage(
             for i in range(len(index.passages))
             if stems and len(stems & passage_stems[i]) >= needed and scores[i] > 0
         ]
-        best = sorted(answering, key=lambda i: -scores[i])[:COVERAGE_PASSAGES]
+        best = _distinct(index, sorted(answering, key=lambda i: -scores[i]))[:COVERAGE_PASSAGES]
         researched = previous[position].researched if position < len(previous) else 0
         result.append(
             SubQuestionCoverage(
@@ -130,24 +130,54 @@ def coverage(
     return result
 
 
+def _distinct(index: PassageIndex, ranked: list[int]) -> list[int]:
+    """`ranked` with each passage text once (its best-ranked occurrence): two searches that
+    return the same chunk, or a corpus holding one text under two pages, list it once."""
+    seen: set[str] = set()
+    kept = []
+    for i in ranked:
+        key = " ".join(index.passages[i].text.split()).casefold()
+        if key not in seen:
+            seen.add(key)
+            kept.append(i)
+    return kept
+
+
 def uncovered(state: ResearchState) -> list[int]:
     """0-based indices of the sub-questions no evidence passage answers yet."""
     return [i for i, entry in enumerate(state.coverage) if not entry.covered]
 
 
 def sub_question_prompt(state: ResearchState, position: int) -> str:
-    """The execute agent's prompt for one sub-question: the part first, then the whole question
-    for context, then the replan's focus after a replan."""
+    """The execute agent's prompt for one sub-question: the whole question for context first (the
+    same text for every part, so a model reusing prompt prefixes reads it once), then the part,
+    the searches already made (a small model otherwise repeats the whole question's search for
+    every part), and the replan's focus after a replan."""
     total = len(state.sub_questions)
     parts = [
+        f"The whole question, for context:\n{state.prompt}",
         f"Research this part of the question (part {position + 1} of {total}):\n"
         f"{state.sub_questions[position]}",
-        f"The whole question, for context:\n{state.prompt}",
-        "Call a tool now to find evidence for this part, then answer this part from the tool "
-        "results.",
     ]
+    made = searches_made(state.evidence)
+    if made:
+        listed = "; ".join(f'"{query}"' for query in made)
+        parts.append(
+            f"Already searched (those results are kept): {listed}. Search with the words of this "
+            "part instead."
+        )
+    parts.append(
+        "Call a tool now to find evidence for this part, then answer this part from the tool "
+        "results."
+    )
     if state.focused_prompt:
         parts.append(
             f"Follow-up research (earlier findings lacked evidence):\n{state.focused_prompt}"
         )
     return "\n\n".join(parts)
+
+
+def searches_made(evidence: Sequence[EvidenceItem]) -> list[str]:
+    """The distinct queries of the run's successful tool calls so far, in order."""
+    queries = (str(item.arguments.get("query", "")).strip() for item in evidence if item.success)
+    return list(dict.fromkeys(q for q in queries if q))
