@@ -41,9 +41,13 @@ class DocsReport(BaseModel):
     """The demo's report: an answer grounded in the Python language reference."""
 
     summary: str = Field(description="A direct answer to the question, in a few sentences.")
-    key_findings: list[str] = Field(description="Facts from the reference that support the answer.")
+    # Bounded, so a small model's grammar-constrained answer ends: left free, the 1.5B can repeat
+    # one finding until its output cap cuts the JSON.
+    key_findings: list[str] = Field(
+        max_length=6, description="Facts from the reference that support the answer."
+    )
     sources: list[str] = Field(
-        description="The python-docs/<topic> sources the findings come from."
+        max_length=6, description="The python-docs/<topic> sources the findings come from."
     )
     confidence: float = Field(
         ge=0.0, le=1.0, description="How well the passages answer the question."

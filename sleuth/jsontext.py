@@ -38,3 +38,49 @@ def json_from_text(text: str, kind: JsonKind | None = None) -> Any:
         if kind is None or _OPENERS[text[start]] == kind:
             return value
         position = end
+
+
+def truncated_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object a model began in `text` and did not finish (its output cap cut it, often
+    in a list it kept repeating): the members and elements it completed, with the open lists and
+    objects closed. None when `text` holds no such object or it completed nothing.
+
+    A finished object is `json_from_text`'s; this reads what a cut one still says.
+    """
+    start = text.find("{")
+    if start < 0:
+        return None
+    closers: list[str] = []
+    cuts: list[tuple[int, str]] = []  # (end of a complete value, the closers it needs)
+    in_string = escaped = False
+    for position in range(start, len(text)):
+        char = text[position]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "{[":
+            closers.append("}" if char == "{" else "]")
+        elif char in "}]":
+            if not closers:
+                return None
+            closers.pop()
+            if not closers:
+                return None  # a finished object: json_from_text reads it
+            cuts.append((position + 1, "".join(reversed(closers))))
+        elif char == ",":
+            cuts.append((position, "".join(reversed(closers))))
+    for end, closing in reversed(cuts[-50:]):
+        try:
+            value = json.loads(text[start:end] + closing)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and value:
+            return value
+    return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sleuth.jsontext import json_from_text
+from sleuth.jsontext import json_from_text, truncated_json_object
 
 
 @pytest.mark.parametrize(
@@ -55,3 +55,23 @@ def test_kind_skips_values_of_the_other_kind_whole() -> None:
     assert json_from_text(text, "array") == [{"step": 1}]
     assert json_from_text('[{"a": 1}]', "object") is None  # not the object inside the list
     assert json_from_text('{"a": [1]}', "array") is None
+
+
+def test_a_cut_object_keeps_what_it_completed() -> None:
+    """A writer cut at its output cap while repeating a finding: the complete members and
+    elements survive, the open list and object are closed, the half-written string is dropped."""
+    cut = (
+        '```json\n{ "summary": "Exit gets three arguments [1].", "key_findings": '
+        '[ "It returns a true value [2].", "It returns a true value [2].", "It ret'
+    )
+    assert json_from_text(cut, kind="object") is None
+    assert truncated_json_object(cut) == {
+        "summary": "Exit gets three arguments [1].",
+        "key_findings": ["It returns a true value [2].", "It returns a true value [2]."],
+    }
+    nested = '{"a": {"b": [1, {"c": "}, ]"}], "d": 2}, "e": "unfinished'
+    assert truncated_json_object(nested) == {"a": {"b": [1, {"c": "}, ]"}], "d": 2}}
+    assert truncated_json_object('{"summary": "no comma yet') is None
+    assert truncated_json_object('{"done": true}') is None  # finished: json_from_text's
+    assert truncated_json_object("no JSON here") is None
+    assert truncated_json_object('{"a": 1,') == {"a": 1}

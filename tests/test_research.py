@@ -182,6 +182,34 @@ async def test_when_the_repair_fails_too_the_first_answers_prose_is_the_report()
     assert [c["claim"] for c in state["claims"]] == [FACT]
 
 
+async def test_a_report_cut_at_the_output_cap_is_read_for_what_it_completed() -> None:
+    """A small writer repeats a finding until its output cap cuts the JSON: the report is the
+    complete summary and findings, each once, not the raw JSON text."""
+    finding = "Gartner reported 12 percent growth in 2024."
+    looping = '{"summary": "%s", "key_findings": [%s "Gartner rep' % (
+        FACT,
+        f'"{finding}", ' * 12,
+    )
+    script = ResearchScript()
+
+    def responder(call):  # type: ignore[no-untyped-def]
+        if node_of_request(call.messages) == "summarize":
+            return text(looping)
+        return script(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=responder),
+        tools=[lookup],
+        output_schema=Report,
+        max_replans=0,
+        max_regenerations=0,
+    )
+    state = (await spec.execute("q?")).final_state
+    assert state["structured_output"] is None and "confidence" in state["output_error"]
+    assert state["summary"] == f"{FACT}\n- {finding}"
+    assert [c["claim"] for c in state["claims"]] == [FACT, finding]
+
+
 async def test_without_a_judge_model_the_checks_alone_judge() -> None:
     script = ResearchScript(summary=FACT + " Pigs can fly over the moon every Tuesday.")
     spec = create_research_workflow(

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from sleuth.grounding import ground_claims, split_claims
 from sleuth.grounding.scoring import JUDGE_SYSTEM
-from sleuth.jsontext import json_from_text
+from sleuth.jsontext import json_from_text, truncated_json_object
 from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
 from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolSpec, Usage
 from sleuth.pricing import require_price
@@ -470,12 +470,13 @@ def _unvalidated_prose(response: ModelResponse) -> str:
 
 
 def _answer_data(response: ModelResponse) -> Any:
-    """The JSON an answer holds: its structured output, else the first object in its text."""
-    return (
-        response.structured
-        if response.structured is not None
-        else json_from_text(response.text, kind="object")
-    )
+    """The JSON an answer holds: its structured output, else the first object in its text, else
+    what an object its output cap cut off completed (a small writer can repeat a finding until
+    the cap; the complete findings are still its report)."""
+    if response.structured is not None:
+        return response.structured
+    found = json_from_text(response.text, kind="object")
+    return found if found is not None else truncated_json_object(response.text)
 
 
 def _validate(
@@ -500,13 +501,17 @@ def _validate(
 
 
 def report_text(structured: Mapping[str, Any]) -> str:
-    """The prose of a structured report: its text fields and lists of text, one claim per line."""
+    """The prose of a structured report: its text fields and lists of text, one claim per line,
+    each distinct text once."""
     lines: list[str] = []
+    seen: set[str] = set()
     for value in structured.values():
-        if isinstance(value, str) and value.strip():
-            lines.append(value.strip())
-        elif isinstance(value, list):
-            lines.extend(f"- {v.strip()}" for v in value if isinstance(v, str) and v.strip())
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for text in texts:
+            key = " ".join(text.split()).casefold() if isinstance(text, str) else ""
+            if key and key not in seen:
+                seen.add(key)
+                lines.append(text.strip() if isinstance(value, str) else f"- {text.strip()}")
     return "\n".join(lines)
 
 
