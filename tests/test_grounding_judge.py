@@ -332,6 +332,42 @@ async def test_without_a_judge_the_checks_alone_decide() -> None:
     assert all(v.model_score is None for v in report.claims)
 
 
+async def test_a_passage_every_search_returned_fills_one_of_a_claims_slots() -> None:
+    """Three searches returned the same chunk, a fourth a different one: the claim is judged
+    against both texts, not against three copies of one (which left out what it rests on)."""
+    repeated = {**WITH_ROWS[1], "text": "The with statement calls __exit__ when its suite ends."}
+    searches = [
+        EvidenceItem(
+            index=n,
+            tool="search_python_docs",
+            arguments={"query": "with"},
+            output=json.dumps([repeated]),
+        )
+        for n in (1, 2, 3)
+    ]
+    searches.append(
+        EvidenceItem(
+            index=4,
+            tool="search_python_docs",
+            arguments={"query": "exit"},
+            output=json.dumps([WITH_ROWS[0]]),
+        )
+    )
+    asked: list[str] = []
+
+    def respond(call: ModelCall) -> ModelResponse:
+        asked.append(call.last_user_text)
+        return answer(0.9)
+
+    claim = "With statement: __exit__ gets the exception's type, value, and traceback as arguments."
+    report = await ground_claims([claim], searches, ScriptedModel(responder=respond))
+    [prompt] = asked
+    assert prompt.count("calls __exit__ when its suite ends") == 1
+    assert "type, value, and traceback are passed" in prompt
+    [verdict] = report.claims
+    assert verdict.grounded and "unsupported_content" not in verdict.rationale
+
+
 async def test_no_claims_make_an_empty_report() -> None:
     report = await ground_claims([], trail(), ScriptedModel())
     assert (report.score, report.claims, report.method) == (0.0, [], "none")

@@ -186,10 +186,8 @@ async def test_a_report_cut_at_the_output_cap_is_read_for_what_it_completed() ->
     """A small writer repeats a finding until its output cap cuts the JSON: the report is the
     complete summary and findings, each once, not the raw JSON text."""
     finding = "Gartner reported 12 percent growth in 2024."
-    looping = '{"summary": "%s", "key_findings": [%s "Gartner rep' % (
-        FACT,
-        f'"{finding}", ' * 12,
-    )
+    repeated = f'"{finding}", ' * 12
+    looping = f'{{"summary": "{FACT}", "key_findings": [{repeated} "Gartner rep'
     script = ResearchScript()
 
     def responder(call):  # type: ignore[no-untyped-def]

@@ -17,7 +17,14 @@ import numpy as np
 
 from sleuth.grounding.calibration import Calibration, calibration_for
 from sleuth.grounding.checks import CheckReport, content_stems, run_checks
-from sleuth.grounding.passages import Passage, PassageIndex, narrow, sentence_spans, split_passages
+from sleuth.grounding.passages import (
+    Passage,
+    PassageIndex,
+    distinct_passages,
+    narrow,
+    sentence_spans,
+    split_passages,
+)
 from sleuth.grounding.scoring import ANSWER_TOKENS, ModelScore, score_claim
 from sleuth.grounding.verdicts import Citation, ClaimVerdict, GroundingReport, Method
 from sleuth.models.base import Model
@@ -65,7 +72,7 @@ async def ground_claims(
     judge_name = judge.name if judge is not None else ""
     if not claims:
         return GroundingReport(score=0.0, method="none", judge=judge_name)
-    passages = split_passages(evidence)
+    passages = distinct_passages(split_passages(evidence))
     index, claim_vectors = await _index(passages, claims, embedder)
     judged = [
         _Judged(

@@ -218,6 +218,26 @@ def split_passages(
     return passages
 
 
+def text_key(text: str) -> str:
+    """What makes two passages the same passage: their text, ignoring case and spacing."""
+    return " ".join(text.split()).casefold()
+
+
+def distinct_passages(passages: Sequence[Passage]) -> list[Passage]:
+    """`passages` with each text once, at its first occurrence. The same chunk comes back from
+    every search that finds it (a small model repeats its searches), and a corpus can hold one
+    text under two pages; counted twice, it fills a claim's passage slots with copies of itself
+    and skews the BM25 statistics."""
+    seen: set[str] = set()
+    kept = []
+    for passage in passages:
+        key = text_key(passage.text)
+        if key not in seen:
+            seen.add(key)
+            kept.append(passage)
+    return kept
+
+
 def narrow(location: str, start: int, end: int) -> str:
     """The location of `[start, end)` inside a document found at `location`."""
     match = _CHARS.match(location)

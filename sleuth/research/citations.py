@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from sleuth.grounding import Passage, split_passages
-from sleuth.grounding.passages import PassageIndex
+from sleuth.grounding.passages import PassageIndex, distinct_passages
 from sleuth.research.state import ResearchState
 
 WRITER_PASSAGE_CHARS = 6000
@@ -32,13 +32,7 @@ def writer_passages(
     """The passages a writer is given, each distinct text once, grouped by source and in
     evidence order within a source; at most `max_chars` of text, chosen by BM25 against the
     question when there is more."""
-    passages: list[Passage] = []
-    seen: set[str] = set()
-    for passage in split_passages(state.evidence):
-        key = " ".join(passage.text.split())
-        if key not in seen:
-            seen.add(key)
-            passages.append(passage)
+    passages = distinct_passages(split_passages(state.evidence))
     if sum(len(p.text) for p in passages) > max_chars:
         query = " ".join(p for p in (state.prompt, state.focused_prompt) if p)
         scores = PassageIndex(passages).bm25(query)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sleuth.grounding import content_words
-from sleuth.grounding.passages import PassageIndex, split_passages
+from sleuth.grounding.passages import PassageIndex, split_passages, text_key
 from sleuth.jsontext import json_from_text
 from sleuth.models.base import Message, Model
 from sleuth.research.report import normalise
@@ -136,7 +136,7 @@ def _distinct(index: PassageIndex, ranked: list[int]) -> list[int]:
     seen: set[str] = set()
     kept = []
     for i in ranked:
-        key = " ".join(index.passages[i].text.split()).casefold()
+        key = text_key(index.passages[i].text)
         if key not in seen:
             seen.add(key)
             kept.append(i)
