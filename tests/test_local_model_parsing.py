@@ -10,7 +10,9 @@ import pytest
 
 from sleuth.models import Message, NonRetryableModelError, OutputSchema, ToolSpec
 from sleuth.models.local import (
+    BOUNDED_CHOICES,
     _awaiting_first_action,
+    _bounded_numbers,
     _default_threads,
     _Engine,
     _grammar,
@@ -102,3 +104,43 @@ def test_the_longest_saved_prompt_outlives_short_ones_that_displace_it() -> None
         ask(judge)
     assert len(engine.saved) == 2
     assert ask([*writer, 7, 8, 9]) == len(writer)
+
+
+def test_a_bounded_number_becomes_a_choice_the_grammar_enforces() -> None:
+    """llama.cpp's schema converter drops `minimum`/`maximum`: the 1.5B wrote a confidence of 99
+    where at most 1 is allowed, and its report failed validation twice. Bounded numbers and
+    integers become an enum of the values between, which the grammar does enforce."""
+    confidence = _bounded_numbers({"type": "number", "minimum": 0, "maximum": 1, "title": "C"})
+    assert confidence["title"] == "C" and "type" not in confidence
+    assert confidence["enum"][:3] == [0, 0.01, 0.02] and confidence["enum"][-1] == 1
+    assert len(confidence["enum"]) == 101 and 0.57 in confidence["enum"]
+    wide = _bounded_numbers({"type": "number", "minimum": -5, "maximum": 1000})["enum"]
+    assert len(wide) <= BOUNDED_CHOICES and (wide[0], wide[1], wide[-1]) == (0, 10, 1000)
+    assert _bounded_numbers({"type": "integer", "minimum": 1, "maximum": 5}) == {
+        "enum": [1, 2, 3, 4, 5]
+    }
+    # Open ranges, huge integer ranges and enums are left as they are.
+    for schema in (
+        {"type": "number", "minimum": 0},
+        {"type": "integer", "minimum": 0, "maximum": 10_000},
+        {"type": "number", "enum": [1.5], "minimum": 0, "maximum": 2},
+    ):
+        assert _bounded_numbers(schema) == schema
+    # Nested fields too, in the grammar the model is held to.
+    pytest.importorskip("llama_cpp")
+    answer = OutputSchema(
+        name="Report",
+        json_schema={
+            "type": "object",
+            "properties": {
+                "summary": {"type": "string"},
+                "scores": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 1, "maximum": 3},
+                },
+            },
+            "required": ["summary", "scores"],
+        },
+    )
+    text = _grammar(calls=[], answer=answer)._grammar
+    assert '"1" | "2" | "3"' in text

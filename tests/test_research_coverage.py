@@ -69,25 +69,21 @@ def test_a_passage_found_twice_is_listed_once_under_its_sub_question() -> None:
     assert [p.evidence for p in entry.passages] == [1]
 
 
-def test_a_parts_prompt_names_the_searches_already_made() -> None:
-    """A small model repeats the whole question's search for every part unless told what was
-    searched; the prompt lists each earlier query once (failed calls are not searches made)."""
+def test_a_parts_prompt_names_the_part_alone() -> None:
+    """Given the whole question or the earlier queries, the local 1.5B searched with those words
+    for every part; the part's prompt holds the part and what to do, and the replan's focus."""
     state = ResearchState(
         prompt=QUESTION,
         sub_questions=SUB_QUESTIONS,
-        evidence=[
-            EvidenceItem(index=1, tool="search_docs", arguments={"query": "with exceptions"}),
-            EvidenceItem(index=2, tool="search_docs", arguments={"query": "with exceptions"}),
-            EvidenceItem(index=3, tool="search_docs", arguments={"query": "boom"}, success=False),
-        ],
+        evidence=[EvidenceItem(index=1, tool="search_docs", arguments={"query": "exceptions"})],
     )
-    first = sub_question_prompt(state.model_copy(update={"evidence": []}), 0)
-    assert "Already searched" not in first
     second = sub_question_prompt(state, 1)
-    assert second.startswith(f"The whole question, for context:\n{QUESTION}")
-    assert f"(part 2 of 3):\n{SUB_QUESTIONS[1]}" in second
-    assert 'Already searched (those results are kept): "with exceptions". Search' in second
-    assert "boom" not in second
+    assert second.startswith(
+        f"Research this part of the question (part 2 of 3):\n{SUB_QUESTIONS[1]}"
+    )
+    assert QUESTION not in second and "exceptions" not in second
+    focused = sub_question_prompt(state.model_copy(update={"focused_prompt": "Look up X."}), 1)
+    assert focused.endswith("Follow-up research (earlier findings lacked evidence):\nLook up X.")
 
 
 def test_the_router_replans_for_an_uncovered_sub_question() -> None:

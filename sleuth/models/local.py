@@ -40,6 +40,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -770,9 +771,9 @@ def _grammar(*, calls: list[ToolSpec], answer: OutputSchema | None) -> Any:
             }
         )
     answer_schema = _hoist_definitions(answer.json_schema, definitions) if answer else None
-    wrapper: dict[str, Any] = {"$defs": definitions, "anyOf": [*call_schemas]}
+    wrapper: dict[str, Any] = _bounded_numbers({"$defs": definitions, "anyOf": [*call_schemas]})
     if answer_schema is not None:
-        wrapper["anyOf"].append(answer_schema)
+        wrapper["anyOf"].append(_bounded_numbers(answer_schema))
     converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
     resolved = converter.resolve_refs(wrapper, "")
     alternatives = []
@@ -783,6 +784,47 @@ def _grammar(*, calls: list[ToolSpec], answer: OutputSchema | None) -> Any:
         alternatives.append(converter.visit(resolved["anyOf"][-1], "answer"))
     converter._add_rule("root", " | ".join(alternatives))
     return LlamaGrammar.from_string(converter.format_grammar(), verbose=False)
+
+
+BOUNDED_CHOICES = 201
+"""A bounded number becomes a choice of at most this many values in the grammar."""
+
+
+def _bounded_numbers(schema: Any) -> Any:
+    """`schema` with every number or integer bounded on both sides (`minimum`, `maximum`) turned
+    into an `enum` of the values between, which the grammar enforces; llama.cpp's converter
+    ignores the bounds. Numbers step by 0.01 (or the power of ten that keeps the choice within
+    `BOUNDED_CHOICES`). Without it the 1.5B answered `"confidence": 99` for a field of at most 1,
+    the report failed validation, and so did the repair."""
+    if isinstance(schema, list):
+        return [_bounded_numbers(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: _bounded_numbers(value) for key, value in schema.items()}
+    kind, low, high = result.get("type"), result.get("minimum"), result.get("maximum")
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high))
+    if kind not in ("number", "integer") or not numeric or "enum" in result or low > high:
+        return result
+    if kind == "integer":
+        if high - low >= BOUNDED_CHOICES or low != int(low) or high != int(high):
+            return result
+        values: list[int | float] = list(range(int(low), int(high) + 1))
+    else:
+        step = Decimal("0.01")
+        while (Decimal(str(high)) - Decimal(str(low))) / step >= BOUNDED_CHOICES:
+            step *= 10
+        start = (Decimal(str(low)) / step).to_integral_value(rounding="ROUND_CEILING") * step
+        values = []
+        current = start
+        while current <= Decimal(str(high)):
+            values.append(
+                int(current) if current == current.to_integral_value() else float(current)
+            )
+            current += step
+    for key in ("type", "minimum", "maximum", "multipleOf"):
+        result.pop(key, None)
+    result["enum"] = values
+    return result
 
 
 def _hoist_definitions(schema: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:

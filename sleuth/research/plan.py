@@ -149,35 +149,21 @@ def uncovered(state: ResearchState) -> list[int]:
 
 
 def sub_question_prompt(state: ResearchState, position: int) -> str:
-    """The execute agent's prompt for one sub-question: the whole question for context first (the
-    same text for every part, so a model reusing prompt prefixes reads it once), then the part,
-    the searches already made (a small model otherwise repeats the whole question's search for
-    every part), and the replan's focus after a replan."""
+    """The execute agent's prompt for one sub-question: the part alone (the planner writes each
+    self-contained), then the replan's focus after a replan.
+
+    The whole question is left out on purpose: given it (or a list of the searches already
+    made), the local 1.5B searched with the whole question's words, or repeated an earlier
+    query, for every part, so the parts after the first found nothing new."""
     total = len(state.sub_questions)
     parts = [
-        f"The whole question, for context:\n{state.prompt}",
         f"Research this part of the question (part {position + 1} of {total}):\n"
         f"{state.sub_questions[position]}",
-    ]
-    made = searches_made(state.evidence)
-    if made:
-        listed = "; ".join(f'"{query}"' for query in made)
-        parts.append(
-            f"Already searched (those results are kept): {listed}. Search with the words of this "
-            "part instead."
-        )
-    parts.append(
         "Call a tool now to find evidence for this part, then answer this part from the tool "
-        "results."
-    )
+        "results.",
+    ]
     if state.focused_prompt:
         parts.append(
             f"Follow-up research (earlier findings lacked evidence):\n{state.focused_prompt}"
         )
     return "\n\n".join(parts)
-
-
-def searches_made(evidence: Sequence[EvidenceItem]) -> list[str]:
-    """The distinct queries of the run's successful tool calls so far, in order."""
-    queries = (str(item.arguments.get("query", "")).strip() for item in evidence if item.success)
-    return list(dict.fromkeys(q for q in queries if q))
