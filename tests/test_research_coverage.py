@@ -18,7 +18,8 @@ from research_scripts import ResearchScript, lookup, scripted_model, tool_rounds
 
 from activities.research_models import ResearchOutcome
 from sleuth import create_research_workflow, next_node
-from sleuth.models.scripted import ScriptedModel, text, tool_call
+from sleuth.models.base import ModelResponse
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import (
     ResearchDigest,
     coverage,
@@ -84,6 +85,24 @@ def test_a_parts_prompt_names_the_part_alone() -> None:
     assert QUESTION not in second and "exceptions" not in second
     focused = sub_question_prompt(state.model_copy(update={"focused_prompt": "Look up X."}), 1)
     assert focused.endswith("Follow-up research (earlier findings lacked evidence):\nLook up X.")
+
+
+async def test_the_writers_are_given_the_parts_to_answer() -> None:
+    """The report answers each part: the writers' request lists the plan's sub-questions (the
+    1.5B left the last part of the demo question out without them)."""
+    script, docs = three_part_script(), DocsSearch()
+    requests: list[str] = []
+
+    def respond(call: ModelCall) -> ModelResponse:
+        if node_of_request(call.messages) == "summarize":
+            requests.append(call.last_user_text)
+        return script(call)
+
+    spec = create_research_workflow(model=ScriptedModel(responder=respond), tools=[docs.tool()])
+    await spec.execute(QUESTION)
+    [summarize] = requests
+    listed = "\n".join(f"{n}. {q}" for n, q in enumerate(SUB_QUESTIONS, start=1))
+    assert f"Its parts (answer each one the passages answer):\n{listed}" in summarize
 
 
 def test_the_router_replans_for_an_uncovered_sub_question() -> None:

@@ -525,10 +525,14 @@ def grounded_text(state: ResearchState) -> str:
 def _writer_messages(
     state: ResearchState, task: str, *, include_chain: bool, extra: str = ""
 ) -> list[Message]:
-    """A writer node's request: `WRITER_PROMPT`, then the question, the research notes and the
-    passages (the same text for every writer of a round), then the causal chain, `extra` and the
+    """A writer node's request: `WRITER_PROMPT`, then the question, its parts (the plan's
+    sub-questions, so the report answers each; the 1.5B otherwise left the last part out), the
+    research notes and the passages (the same text for every writer of a round), then the causal chain, `extra` and the
     node's `task` last, so the writers share the longest prefix."""
     parts = [f"Question:\n{state.prompt}"]
+    if len(state.sub_questions) > 1:
+        listed = "\n".join(f"{n}. {q}" for n, q in enumerate(state.sub_questions, start=1))
+        parts.append(f"Its parts (answer each one the passages answer):\n{listed}")
     if state.findings:
         parts.append(f"Research notes:\n{state.findings}")
     parts.append(f"Passages:\n{render_passages(writer_passages(state))}")
