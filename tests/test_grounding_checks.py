@@ -65,6 +65,27 @@ def test_names_flags_an_identifier_or_name_the_passages_lack() -> None:
     assert check_names("Uploaded by Quathamer in March.", CHANGELOG).detail == "March"
 
 
+def test_a_capitalised_cue_that_names_something_negates_nothing() -> None:
+    """Python's `None` in a list, a licence's "Not a Contribution": names, not negations. A
+    capitalised cue opening a sentence still negates."""
+    window = 'Values defined to be false: "None" and "False"; zero of any numeric type.'
+    assert not check_negation("Zero of any numeric type counts as false.", window).fired
+    marked = 'Anything its owner marks as "Not a Contribution" is excluded from Contributions.'
+    assert not check_negation(marked, "Communication marked as excluded from Contributions.").fired
+    opening = check_negation("None of the handlers runs.", "The handlers run.")
+    assert opening.fired and opening.detail == "negated on one side only: handlers, runs"
+    assert check_negation("It returns None. Not every handler runs.", "Every handler runs.").fired
+
+
+def test_a_cue_is_not_itself_what_is_negated() -> None:
+    """ "not allowed in a non-zero number" negates "allowed" (and "non" negates "zero"): the cue
+    "non" is not a negated word the other side lacks."""
+    window = "Leading zeros in a non-zero decimal number are not allowed."
+    claim = "Leading zeros are not allowed in a non-zero decimal number."
+    assert not check_negation(claim, window).fired
+    assert check_negation("Leading zeros are allowed in a non-zero decimal number.", window).fired
+
+
 def test_negation_flags_an_inserted_or_removed_not() -> None:
     window = "If the return value was true, the exception is suppressed."
     inserted = check_negation(

@@ -90,6 +90,22 @@ _NEGATIONS = frozenset(
         "nowhere",
     ]
 )
+_CAPITAL_CUE = re.compile(r"\b(?:" + "|".join(w.capitalize() for w in sorted(_NEGATIONS)) + r")\b")
+_CLAUSE_OPENING = re.compile(r"(?:^|[.!?:;]|\n\s*[-*•]?)[\s(\[]*$")
+
+
+def _without_named_cues(text: str) -> str:
+    """`text` with every capitalised negation cue that is quoted or does not open a clause blanked
+    out: it names something (Python's `None`, a licence's "Not a Contribution")."""
+
+    def kept(match: re.Match[str]) -> str:
+        quoted = match.start() > 0 and text[match.start() - 1] in "\"'`“‘"
+        opening = _CLAUSE_OPENING.search(text, 0, match.start()) is not None
+        return match[0] if opening and not quoted else " " * len(match[0])
+
+    return _CAPITAL_CUE.sub(kept, text)
+
+
 _CLAUSE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)$")
 _SUFFIXES = (
     "ational",
@@ -288,6 +304,9 @@ def _negated(text: str) -> dict[str, str]:
     """The content words a negation applies to (the first two after each cue, within its
     clause), by stem."""
     negated: dict[str, str] = {}
+    # A capitalised cue inside a clause names something: Python's `None`, a licence's
+    # "Not a Contribution". It negates nothing.
+    text = _without_named_cues(text)
     # "whether or not" and "or not" leave the statement open; they negate nothing.
     lowered = re.sub(r"\b(?:whether )?or not\b", " ", text.lower().replace("n't", " not"))
     for clause in re.split(r"[,;:.()]", lowered):
@@ -295,7 +314,10 @@ def _negated(text: str) -> dict[str, str]:
         for position, token in enumerate(tokens):
             if token not in _NEGATIONS:
                 continue
-            following = [t for t in tokens[position + 1 :] if t not in STOPWORDS][:2]
+            # A cue is not what is negated ("not allowed in a non-zero number": "zero" is).
+            following = [
+                t for t in tokens[position + 1 :] if t not in STOPWORDS and t not in _NEGATIONS
+            ][:2]
             negated.update((stem(t), t) for t in following)
     return negated
 

@@ -802,8 +802,15 @@ def _bounded_numbers(schema: Any) -> Any:
         return schema
     result = {key: _bounded_numbers(value) for key, value in schema.items()}
     kind, low, high = result.get("type"), result.get("minimum"), result.get("maximum")
-    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high))
-    if kind not in ("number", "integer") or not numeric or "enum" in result or low > high:
+    if (
+        kind not in ("number", "integer")
+        or not isinstance(low, int | float)
+        or not isinstance(high, int | float)
+        or isinstance(low, bool)
+        or isinstance(high, bool)
+        or "enum" in result
+        or low > high
+    ):
         return result
     if kind == "integer":
         if high - low >= BOUNDED_CHOICES or low != int(low) or high != int(high):
