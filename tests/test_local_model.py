@@ -296,11 +296,8 @@ async def test_interleaved_loops_keep_their_prefixes(model_name: str) -> None:
     a_prompt, reused = await _second_turn_reuse(LocalModel.from_name(MODEL_NAME, local_pull=False))
     assert reused >= a_prompt
 
-    # One saved state: loop A's is restored, not evicted by saving loop B's.
-    a_prompt, reused = await _second_turn_reuse(
-        LocalModel.from_name(MODEL_NAME, local_pull=False, local_saved_prompts=1)
-    )
-    assert reused >= a_prompt
+    # With one saved state, loop A's is restored, not evicted by saving loop B's: the switching
+    # logic is checked without weights in test_local_model_parsing.py.
 
     # With no saved states, loop B's request evicts loop A's prefix.
     a_prompt, reused = await _second_turn_reuse(

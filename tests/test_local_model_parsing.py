@@ -106,6 +106,25 @@ def test_the_longest_saved_prompt_outlives_short_ones_that_displace_it() -> None
     assert ask([*writer, 7, 8, 9]) == len(writer)
 
 
+def test_with_one_saved_state_the_returning_loop_is_restored_not_evicted() -> None:
+    """Loop A, loop B, loop A again with room for one saved state: A's state is taken out before
+    B's is saved, so saving B's cannot evict it."""
+    engine = _Engine(Path("unused.gguf"), _Settings(n_ctx=8192, n_threads=1, saved_prompts=1))
+    engine.llm = llm = _FakeLlama()
+    loop_a, loop_b = list(range(1000, 1400)), list(range(5000, 5400))
+    for tokens in (loop_a, loop_b):
+        engine.switch_to(tokens)
+        llm.live = list(tokens)
+    assert engine.switch_to([*loop_a, 1, 2]) == len(loop_a)
+    assert llm.live == loop_a and list(engine.saved) == [tuple(loop_b)]
+    no_room = _Engine(Path("unused.gguf"), _Settings(n_ctx=8192, n_threads=1, saved_prompts=0))
+    no_room.llm = other = _FakeLlama()
+    for tokens in (loop_a, loop_b):
+        no_room.switch_to(tokens)
+        other.live = list(tokens)
+    assert no_room.switch_to([*loop_a, 1, 2]) == 0 and not no_room.saved
+
+
 def test_a_bounded_number_becomes_a_choice_the_grammar_enforces() -> None:
     """llama.cpp's schema converter drops `minimum`/`maximum`: the 1.5B wrote a confidence of 99
     where at most 1 is allowed, and its report failed validation twice. Bounded numbers and
