@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import pytest
 from pydantic import BaseModel
 from research_scripts import FACT, ResearchScript, lookup, scripted_model
 
 from sleuth import App, create_research_workflow, next_node
-from sleuth.models.scripted import ScriptedModel, text, tool_call
-from sleuth.research import ResearchDigest, end_reason, node_of_request
+from sleuth.models.base import ModelResponse
+from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
+from sleuth.research import ResearchDigest, ResearchReport, end_reason, node_of_request
 
 
 def route(node: str, **fields: object) -> str:
@@ -154,20 +156,13 @@ async def test_output_schema_is_validated_and_repaired() -> None:
     assert [c["claim"] for c in state["claims"]] == [FACT, good["key_findings"][0]]
 
 
-async def test_when_the_repair_fails_too_the_first_answers_prose_is_the_report() -> None:
-    # Both answers are JSON objects that break the schema (confidence at most 1 is not enforced
-    # by `Report`, so a list where text belongs stands in); the repair talks about the error.
-    first = {"summary": FACT, "key_findings": "not a list", "confidence": 0.8}
-    repair = {"summary": "The key findings field should be a list.", "confidence": "high"}
-    answers = iter([text(json.dumps(first)), text("Sure: " + json.dumps(repair))])
+async def _one_pass_report(summarize: Callable[[ModelCall], ModelResponse]) -> ResearchReport:
+    """The final state of a run with the `Report` schema whose summarize requests `summarize`
+    answers (no regeneration or replan)."""
     script = ResearchScript()
 
-    def responder(call):  # type: ignore[no-untyped-def]
-        if node_of_request(call.messages) == "summarize":
-            if call.messages[-1].content.startswith("That does not match"):
-                assert "fix only what the error names" in call.messages[-1].content
-            return next(answers)
-        return script(call)
+    def responder(call: ModelCall) -> ModelResponse:
+        return summarize(call) if node_of_request(call.messages) == "summarize" else script(call)
 
     spec = create_research_workflow(
         model=ScriptedModel(responder=responder),
@@ -176,7 +171,22 @@ async def test_when_the_repair_fails_too_the_first_answers_prose_is_the_report()
         max_replans=0,
         max_regenerations=0,
     )
-    state = (await spec.execute("q?")).final_state
+    return (await spec.execute("q?")).final_state
+
+
+async def test_when_the_repair_fails_too_the_first_answers_prose_is_the_report() -> None:
+    # Both answers are JSON objects that break the schema (confidence at most 1 is not enforced
+    # by `Report`, so a list where text belongs stands in); the repair talks about the error.
+    first = {"summary": FACT, "key_findings": "not a list", "confidence": 0.8}
+    repair = {"summary": "The key findings field should be a list.", "confidence": "high"}
+    answers = iter([text(json.dumps(first)), text("Sure: " + json.dumps(repair))])
+
+    def summarize(call: ModelCall) -> ModelResponse:
+        if call.messages[-1].content.startswith("That does not match"):
+            assert "fix only what the error names" in call.messages[-1].content
+        return next(answers)
+
+    state = await _one_pass_report(summarize)
     assert state["structured_output"] is None and state["output_error"]
     assert state["summary"] == FACT + "\nnot a list"
     assert [c["claim"] for c in state["claims"]] == [FACT]
@@ -188,21 +198,7 @@ async def test_a_report_cut_at_the_output_cap_is_read_for_what_it_completed() ->
     finding = "Gartner reported 12 percent growth in 2024."
     repeated = f'"{finding}", ' * 12
     looping = f'{{"summary": "{FACT}", "key_findings": [{repeated} "Gartner rep'
-    script = ResearchScript()
-
-    def responder(call):  # type: ignore[no-untyped-def]
-        if node_of_request(call.messages) == "summarize":
-            return text(looping)
-        return script(call)
-
-    spec = create_research_workflow(
-        model=ScriptedModel(responder=responder),
-        tools=[lookup],
-        output_schema=Report,
-        max_replans=0,
-        max_regenerations=0,
-    )
-    state = (await spec.execute("q?")).final_state
+    state = await _one_pass_report(lambda call: text(looping))
     assert state["structured_output"] is None and "confidence" in state["output_error"]
     assert state["summary"] == f"{FACT}\n- {finding}"
     assert [c["claim"] for c in state["claims"]] == [FACT, finding]
