@@ -223,19 +223,24 @@ def text_key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def distinct_positions(passages: Sequence[Passage]) -> list[int]:
+    """The positions in `passages` of the first passage with each text (`text_key`)."""
+    seen: set[str] = set()
+    kept = []
+    for position, passage in enumerate(passages):
+        key = text_key(passage.text)
+        if key not in seen:
+            seen.add(key)
+            kept.append(position)
+    return kept
+
+
 def distinct_passages(passages: Sequence[Passage]) -> list[Passage]:
     """`passages` with each text once, at its first occurrence. The same chunk comes back from
     every search that finds it (a small model repeats its searches), and a corpus can hold one
     text under two pages; counted twice, it fills a claim's passage slots with copies of itself
     and skews the BM25 statistics."""
-    seen: set[str] = set()
-    kept = []
-    for passage in passages:
-        key = text_key(passage.text)
-        if key not in seen:
-            seen.add(key)
-            kept.append(passage)
-    return kept
+    return [passages[i] for i in distinct_positions(passages)]
 
 
 def narrow(location: str, start: int, end: int) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from sleuth.grounding import ground_claims, split_claims
+from sleuth.grounding.passages import text_key
 from sleuth.grounding.scoring import JUDGE_SYSTEM
 from sleuth.jsontext import json_from_text, truncated_json_object
 from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
@@ -508,7 +509,7 @@ def report_text(structured: Mapping[str, Any]) -> str:
     for value in structured.values():
         texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
         for text in texts:
-            key = " ".join(text.split()).casefold() if isinstance(text, str) else ""
+            key = text_key(text) if isinstance(text, str) else ""
             if key and key not in seen:
                 seen.add(key)
                 lines.append(text.strip() if isinstance(value, str) else f"- {text.strip()}")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sleuth.grounding import content_words
-from sleuth.grounding.passages import PassageIndex, split_passages, text_key
+from sleuth.grounding.passages import PassageIndex, distinct_positions, split_passages
 from sleuth.jsontext import json_from_text
 from sleuth.models.base import Message, Model
 from sleuth.research.report import normalise
@@ -108,7 +108,11 @@ def coverage(
             for i in range(len(index.passages))
             if stems and len(stems & passage_stems[i]) >= needed and scores[i] > 0
         ]
-        best = _distinct(index, sorted(answering, key=lambda i: -scores[i]))[:COVERAGE_PASSAGES]
+        ranked = sorted(answering, key=lambda i: -scores[i])
+        # Each text once (its best-ranked occurrence): two searches returning the same chunk, or
+        # one text under two pages, list it once.
+        distinct = distinct_positions([index.passages[i] for i in ranked])
+        best = [ranked[j] for j in distinct][:COVERAGE_PASSAGES]
         researched = previous[position].researched if position < len(previous) else 0
         result.append(
             SubQuestionCoverage(
@@ -128,19 +132,6 @@ def coverage(
             )
         )
     return result
-
-
-def _distinct(index: PassageIndex, ranked: list[int]) -> list[int]:
-    """`ranked` with each passage text once (its best-ranked occurrence): two searches that
-    return the same chunk, or a corpus holding one text under two pages, list it once."""
-    seen: set[str] = set()
-    kept = []
-    for i in ranked:
-        key = text_key(index.passages[i].text)
-        if key not in seen:
-            seen.add(key)
-            kept.append(i)
-    return kept
 
 
 def uncovered(state: ResearchState) -> list[int]:
