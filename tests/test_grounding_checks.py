@@ -77,6 +77,27 @@ def test_a_capitalised_cue_that_names_something_negates_nothing() -> None:
     assert check_negation("It returns None. Not every handler runs.", "Every handler runs.").fired
 
 
+def test_a_cue_opening_a_bullet_negates_and_names_nothing() -> None:
+    """A changelog's bullet reaches the checks with its line breaks folded into spaces: a cue
+    after the bullet ("* Non-maintainer upload") opens a clause, so it negates as the claim's
+    "non-maintainer" does, and the capital after it is no name."""
+    window = "jq (1.6-2.1) unstable; urgency=medium [ Paul Gevers ] * Non-maintainer upload"
+    assert not check_negation("jq 1.6-2.1 was a non-maintainer upload.", window).fired
+    assert check_negation("jq 1.6-2.1 was a maintainer upload.", window).fired
+    assert not check_names("The upload was by Paul Gevers.", "[ Paul Gevers ] * Upload").fired
+
+
+def test_a_double_negative_affirms() -> None:
+    """ "not a non-maintainer upload" says it was a maintainer's upload: the two cues cancel,
+    so it contradicts a window that says "Non-maintainer upload"."""
+    window = "jq (1.6-2.1) unstable; urgency=medium [ Paul Gevers ] * Non-maintainer upload"
+    flipped = check_negation("jq 1.6-2.1 was not a non-maintainer upload.", window)
+    assert flipped.fired and flipped.detail == "negated on one side only: maintainer, upload"
+    assert not check_negation("The change is not without cost.", "The change has a cost.").fired
+    # "neither ... nor" are two cues, not a double negative.
+    assert check_negation("Neither the key nor the value is copied.", "The value is copied.").fired
+
+
 def test_a_cue_is_not_itself_what_is_negated() -> None:
     """ "not allowed in a non-zero number" negates "allowed" (and "non" negates "zero"): the cue
     "non" is not a negated word the other side lacks."""

@@ -91,7 +91,7 @@ _NEGATIONS = frozenset(
     ]
 )
 _CAPITAL_CUE = re.compile(r"\b(?:" + "|".join(w.capitalize() for w in sorted(_NEGATIONS)) + r")\b")
-_CLAUSE_OPENING = re.compile(r"(?:^|[.!?:;]|\n\s*[-*•]?)[\s(\[]*$")
+_CLAUSE_OPENING = re.compile(r"(?:^|[.!?:;]|\n\s*[-*•]?|(?:^|\s)[-*•])[\s(\[]*$")
 
 
 def _without_named_cues(text: str) -> str:
@@ -106,7 +106,7 @@ def _without_named_cues(text: str) -> str:
     return _CAPITAL_CUE.sub(kept, text)
 
 
-_CLAUSE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)$")
+_CLAUSE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*|(?:^|\s)[-*•]\s+)$")
 _SUFFIXES = (
     "ational",
     "ations",
@@ -311,13 +311,18 @@ def _negated(text: str) -> dict[str, str]:
     lowered = re.sub(r"\b(?:whether )?or not\b", " ", text.lower().replace("n't", " not"))
     for clause in re.split(r"[,;:.()]", lowered):
         tokens = _WORD.findall(clause)
+        cancelled: set[int] = set()
         for position, token in enumerate(tokens):
-            if token not in _NEGATIONS:
+            if token not in _NEGATIONS or position in cancelled:
+                continue
+            after = [(p, t) for p, t in enumerate(tokens) if p > position and t not in STOPWORDS]
+            # A double negative ("not a non-maintainer upload", "not without reason") affirms:
+            # the next cue cancels this one, and neither negates what follows.
+            if after and after[0][1] in _NEGATIONS:
+                cancelled.add(after[0][0])
                 continue
             # A cue is not what is negated ("not allowed in a non-zero number": "zero" is).
-            following = [
-                t for t in tokens[position + 1 :] if t not in STOPWORDS and t not in _NEGATIONS
-            ][:2]
+            following = [t for _, t in after if t not in _NEGATIONS][:2]
             negated.update((stem(t), t) for t in following)
     return negated
 
