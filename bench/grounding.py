@@ -69,6 +69,7 @@ class Outcome:
     seconds: float
     model_score: float | None = None
     features: dict[str, float] = field(default_factory=dict)
+    quote_score: float | None = None
 
 
 class WithoutLogprobs:
@@ -127,7 +128,10 @@ async def run_judge(judge: str, model: Model | None, group: dict[str, Any]) -> l
     else:
         assert model is not None
         judge_model: Model = WithoutLogprobs(model) if judge == "claim-verdict" else model
-        report = await ground_claims(claims, evidence, judge_model, concurrency=1)
+        # The second question is asked whatever today's calibration weighs, so it can be fitted.
+        report = await ground_claims(
+            claims, evidence, judge_model, concurrency=1, quote_question=True
+        )
     seconds = (time.perf_counter() - started) / len(claims)
     return [
         Outcome(
@@ -140,6 +144,7 @@ async def run_judge(judge: str, model: Model | None, group: dict[str, Any]) -> l
             seconds=seconds,
             model_score=verdict.model_score,
             features=verdict.features,
+            quote_score=verdict.quote_score,
         )
         for claim, verdict in zip(group["claims"], report.claims, strict=True)
     ]
@@ -169,7 +174,11 @@ async def recheck(key: tuple[str, str], outcomes: list[Outcome]) -> list[Outcome
             features[outcome.group] = [verdict.features for verdict in report.claims]
         current = features[outcome.group][seen[outcome.group]]
         seen[outcome.group] += 1
-        score = calibration.combine(outcome.model_score, current) if current else 0.0
+        score = (
+            calibration.combine(outcome.model_score, current, outcome.quote_score)
+            if current
+            else 0.0
+        )
         rescored.append(
             replace(outcome, features=current, score=score, grounded=score >= calibration.threshold)
         )
@@ -235,6 +244,8 @@ def design_row(outcome: Outcome) -> list[float]:
     for name in FEATURES:
         if name == "model":
             values.append(logit(outcome.model_score) if outcome.model_score is not None else 0.0)
+        elif name == "quote":
+            values.append(logit(outcome.quote_score) if outcome.quote_score is not None else 0.0)
         else:
             values.append(outcome.features.get(name, 0.0))
     return values
@@ -324,6 +335,7 @@ async def main_async(args: argparse.Namespace) -> None:
             bias, weights, threshold = fit(rows)
             if judge == "checks":
                 weights.pop("model")
+                weights.pop("quote")
             family = model if judge != "checks" else "checks"
             method = METHODS[judge]
             print(f"Calibration({family!r}, {method!r}, {bias}, {weights}, {threshold}),")

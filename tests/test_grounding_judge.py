@@ -8,14 +8,17 @@ import re
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sleuth.grounding import ground_claims
 from sleuth.grounding.calibration import VETO_CAP, calibration_for
 from sleuth.grounding.judge import NO_EVIDENCE
+from sleuth.grounding.passages import PassageIndex, split_passages
 from sleuth.grounding.scoring import (
     ANSWER_TOKENS,
     JUDGE_SYSTEM,
+    QUOTE_SYSTEM,
     TOP_LOGPROBS,
     cited_passages,
     yes_probability,
@@ -62,6 +65,10 @@ CHANGELOG = (
 )
 SUPPRESSED = "If the return value was true, the exception is suppressed."
 FOUR_GIB = "gzip 1.12-1 reports the correct length of files of 4 GiB and larger."
+BOTH_PASSAGES = (
+    "The exception is suppressed if the return value was true, and the saved exception becomes "
+    "the context of a new exception raised by the finally clause."
+)
 
 
 def trail() -> list[EvidenceItem]:
@@ -110,9 +117,14 @@ async def test_each_claim_gets_its_own_question_with_its_passages_before_it() ->
     judge = judge_by({})
     report = await ground_claims(claims, trail(), judge)
 
-    assert len(judge.calls) == 3 and [v.claim for v in report.claims] == claims
-    assert sorted(claim_of(call) for call in judge.calls) == sorted(claims)
-    for call in judge.calls:
+    # Three questions over passages, then (the judge has token probabilities) three about the
+    # quoted sentences.
+    asked, quoted = judge.calls[:3], judge.calls[3:]
+    assert len(judge.calls) == 6 and [v.claim for v in report.claims] == claims
+    assert sorted(claim_of(call) for call in asked) == sorted(claims)
+    assert sorted(claim_of(call) for call in quoted) == sorted(claims)
+    assert all(call.system_text == QUOTE_SYSTEM for call in quoted)
+    for call in asked:
         assert call.system_text == JUDGE_SYSTEM
         question = call.last_user_text
         assert question.count("Claim: ") == 1
@@ -120,8 +132,8 @@ async def test_each_claim_gets_its_own_question_with_its_passages_before_it() ->
         assert call.top_logprobs == TOP_LOGPROBS
     # Once the first answer showed token probabilities, one answer token is enough.
     assert judge.calls[0].max_output_tokens == ANSWER_TOKENS
-    assert [c.max_output_tokens for c in judge.calls[1:]] == [1, 1]
-    gzip_call = next(c for c in judge.calls if claim_of(c) == FOUR_GIB)
+    assert [c.max_output_tokens for c in judge.calls[1:]] == [1] * 5
+    gzip_call = next(c for c in asked if claim_of(c) == FOUR_GIB)
     assert "4 GiB" in gzip_call.last_user_text and "read_changelog(package=gzip)" in (
         gzip_call.last_user_text
     )
@@ -145,7 +157,8 @@ async def test_the_model_score_is_p_yes_from_the_answer_tokens_probabilities() -
     assert report.method == "logprobs" and report.judge == "scripted"
     assert verdict.model_score == pytest.approx(0.8)
     calibration = calibration_for("scripted", "logprobs")
-    assert verdict.score == pytest.approx(calibration.combine(0.8, verdict.features), abs=1e-4)
+    assert verdict.quote_score == pytest.approx(0.8)  # the scripted judge answers both alike
+    assert verdict.score == pytest.approx(calibration.combine(0.8, verdict.features, 0.8), abs=1e-4)
     assert verdict.checks == [] and verdict.features["coverage"] == 1.0
     assert report.threshold == calibration.threshold
     (citation,) = verdict.citations
@@ -213,7 +226,7 @@ async def test_passage_numbers_the_judge_invents_are_dropped() -> None:
         return text("Yes [2, 9, 0]")
 
     judge = ScriptedModel(responder=respond)
-    report = await ground_claims([SUPPRESSED], trail(), judge, passages_per_claim=3)
+    report = await ground_claims([BOTH_PASSAGES], trail(), judge, passages_per_claim=3)
     (verdict,) = report.claims
 
     blocks = re.findall(r"^\[(\d+)\] \((.*?)\) (.*)$", judge.calls[0].last_user_text, re.M)
@@ -316,8 +329,9 @@ async def test_claims_about_the_same_passages_are_asked_one_after_another() -> N
     ]
     judge = judge_by({})
     await ground_claims(claims, trail(), judge, passages_per_claim=1, concurrency=1)
-    prefixes = [c.last_user_text.split("Claim: ")[0] for c in judge.calls]
-    asked = [claim_of(c) for c in judge.calls]
+    questions = [c for c in judge.calls if c.system_text == JUDGE_SYSTEM]
+    prefixes = [c.last_user_text.split("Claim: ")[0] for c in questions]
+    asked = [claim_of(c) for c in questions]
     with_claims = [i for i, claim in enumerate(asked) if claim != FOUR_GIB]
     assert with_claims in ([0, 1], [1, 2])
     assert prefixes[with_claims[0]] == prefixes[with_claims[1]]
@@ -356,13 +370,17 @@ async def test_a_passage_every_search_returned_fills_one_of_a_claims_slots() -> 
     asked: list[str] = []
 
     def respond(call: ModelCall) -> ModelResponse:
-        asked.append(call.last_user_text)
+        if call.system_text == JUDGE_SYSTEM:
+            asked.append(call.last_user_text)
         return answer(0.9)
 
-    claim = "With statement: __exit__ gets the exception's type, value, and traceback as arguments."
+    claim = (
+        "The with statement calls __exit__ when its suite ends, and __exit__ gets the "
+        "exception's type, value, and traceback as arguments."
+    )
     report = await ground_claims([claim], searches, ScriptedModel(responder=respond))
     [prompt] = asked
-    assert prompt.count("calls __exit__ when its suite ends") == 1
+    assert prompt.split("Claim:")[0].count("calls __exit__ when its suite ends") == 1
     assert "type, value, and traceback are passed" in prompt
     [verdict] = report.claims
     assert verdict.grounded and "unsupported_content" not in verdict.rationale
@@ -389,3 +407,74 @@ async def test_an_embedder_finds_passages_for_a_claim_in_other_words() -> None:
     (verdict,) = with_embedder.claims
     assert verdict.model_score == pytest.approx(0.9)
     assert "automobile" in judge.calls[0].last_user_text
+
+
+async def test_the_judge_is_shown_only_the_passages_that_match_the_claim_nearly_as_well() -> None:
+    """A selected passage whose BM25 score is under half the best one's is not in the judge's
+    prompt (the try passage shares only "exception" with the first claim; the changelog only
+    "new" with the second); `select` still returns every selected passage for the checks."""
+    judge = ScriptedModel(responder=lambda call: text("Yes"))
+    await ground_claims([SUPPRESSED, BOTH_PASSAGES], trail(), judge, passages_per_claim=3)
+    shown = {
+        call.last_user_text.split("Claim: ")[1].split("\n")[0]: re.findall(
+            r"^\[\d+\] \((.*?)\)", call.last_user_text, re.M
+        )
+        for call in judge.calls
+    }
+    assert shown[SUPPRESSED] == ["python-docs/with"]
+    assert shown[BOTH_PASSAGES] == ["python-docs/with", "python-docs/try"]
+    index = PassageIndex(split_passages(trail()))
+    selected, focus = index.select_and_focus(BOTH_PASSAGES, top=3)
+    assert len(selected) == 3 and [p.source for p in focus] == shown[BOTH_PASSAGES]
+    # With embeddings, a passage as close by cosine as the best is shown though it shares
+    # fewer words; one far below is not.
+    vectors = np.array([[1.0, 0.0], [0.95, 0.31], [0.0, 1.0]], dtype=np.float32)
+    by_vector = PassageIndex(split_passages(trail()), vectors)
+    _, focus = by_vector.select_and_focus(SUPPRESSED, top=3, claim_vector=[1.0, 0.0])
+    assert [p.source for p in focus] == ["python-docs/with", "python-docs/try"]
+
+
+async def test_a_judge_with_token_probabilities_is_asked_the_quote_question() -> None:
+    """After the yes/no question over the passages, a judge with token probabilities is asked
+    whether the claim's quoted sentence alone says what the claim says; the calibration weighs
+    both answers, so a doubtful second answer lowers the score."""
+    calls: list[ModelCall] = []
+
+    def respond(call: ModelCall) -> ModelResponse:
+        calls.append(call)
+        return answer(0.1 if call.last_user_text.startswith("Sentence: ") else 0.9)
+
+    report = await ground_claims([SUPPRESSED], trail(), ScriptedModel(responder=respond))
+    first, second = calls
+    (verdict,) = report.claims
+    assert first.system_text == JUDGE_SYSTEM and second.system_text == QUOTE_SYSTEM
+    sentence = " ".join(verdict.citations[0].quote.split())
+    assert second.last_user_text.startswith(f"Sentence: {sentence}\n\nClaim: {SUPPRESSED}")
+    assert "Passages:" not in second.last_user_text and second.max_output_tokens == 1
+    assert verdict.model_score == pytest.approx(0.9) and verdict.quote_score == pytest.approx(0.1)
+    assert "quoted sentence P(same)=0.10" in verdict.rationale
+    calibration = calibration_for("scripted", "logprobs")
+    assert calibration.asks_quote
+    expected = calibration.combine(0.9, verdict.features, 0.1)
+    assert verdict.score == pytest.approx(expected, abs=1e-4)
+    agreeing = await ground_claims([SUPPRESSED], trail(), judge_by({SUPPRESSED: 0.9}))
+    assert agreeing.claims[0].score > verdict.score
+
+    # Not asked when turned off, nor of a judge without token probabilities.
+    calls.clear()
+    once = await ground_claims(
+        [SUPPRESSED], trail(), ScriptedModel(responder=respond), quote_question=False
+    )
+    assert len(calls) == 1 and once.claims[0].quote_score is None
+    verdict_judge = ScriptedModel(responder=lambda call: text("Yes [1]"))
+    generated = await ground_claims([SUPPRESSED], trail(), verdict_judge, quote_question=True)
+    assert len(verdict_judge.calls) == 1 and generated.claims[0].quote_score is None
+
+
+def test_a_second_answer_without_token_probabilities_counts_the_first_twice() -> None:
+    calibration = calibration_for("scripted", "logprobs")
+    features = {"coverage": 1.0}
+    assert calibration.combine(0.8, features, None) == pytest.approx(
+        calibration.combine(0.8, features, 0.8)
+    )
+    assert calibration.combine(0.8, features, 0.2) < calibration.combine(0.8, features, 0.8)

@@ -315,7 +315,7 @@ async def test_every_quote_the_research_report_cites_is_verbatim_in_the_evidence
     do not exist): every citation's quote is the evidence text at its location, exactly."""
     rng = random.Random(11)
     checked = 0
-    for _ in range(25):
+    for _ in range(30):
         evidence = generated_evidence(rng)
         documents = [r["text"] for r in json.loads(evidence[0].output)] + [evidence[1].output]
         texts = [s for document in documents for s in re.split(r"(?<=\.)\s+", document)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 FEATURES = (
     "model",
+    "quote",
     "numbers",
     "names",
     "negation",
@@ -23,8 +24,10 @@ FEATURES = (
     "unsupported_content",
     "coverage",
 )
-"""`model` is logit(P(supported)) from the judge model; `coverage` the share of the claim's
-content words in its best-matching sentences; the others are 1.0 when that check fired."""
+"""`model` is logit(P(supported)) from the judge model; `quote` logit(P(Yes)) of its second
+question (the claim against its quoted sentence; only judges with token probabilities are asked
+it); `coverage` the share of the claim's content words in its best-matching sentences; the
+others are 1.0 when that check fired."""
 VETO_CAP = 0.05
 """The most a claim scores when a check found its problem in the whole evidence (feature
 `vetoed`): a number, version or date that no passage of the evidence holds makes the claim
@@ -43,12 +46,26 @@ class Calibration:
     threshold: float
     """Default threshold on the combined score: the dev split's most accurate one."""
 
-    def combine(self, model_probability: float | None, features: dict[str, float]) -> float:
-        """P(supported) from the judge's probability (if any) and the checks' features; at most
-        `VETO_CAP` when they say `vetoed`."""
+    @property
+    def asks_quote(self) -> bool:
+        """Whether the judge is asked the second question (its answer has a weight)."""
+        return self.weights.get("quote", 0.0) != 0.0
+
+    def combine(
+        self,
+        model_probability: float | None,
+        features: dict[str, float],
+        quote_probability: float | None = None,
+    ) -> float:
+        """P(supported) from the judge's probability (if any), its answer to the quote question
+        (if asked) and the checks' features; at most `VETO_CAP` when they say `vetoed`."""
         total = self.bias
         if model_probability is not None:
             total += self.weights.get("model", 0.0) * logit(model_probability)
+        # A judge whose second answer had no token probabilities counts its first answer twice.
+        second = quote_probability if quote_probability is not None else model_probability
+        if second is not None:
+            total += self.weights.get("quote", 0.0) * logit(second)
         for name, value in features.items():
             total += self.weights.get(name, 0.0) * value
         score = 1.0 / (1.0 + math.exp(-total))
@@ -90,21 +107,25 @@ def _register(*calibrations: Calibration) -> None:
 
 
 # Fitted by `python -m bench.grounding --split dev --judges checks,claim,claim-verdict --calibrate`
-# (see the module docstring); `generic` reuses the default local model's.
+# (see the module docstring); `generic` reuses the default local model's. The `logprobs` and
+# `checks` calibrations were refitted when the judge was shown only the passages that match a
+# claim nearly as well as the best and asked the quote question; the `verdict` one (a judge
+# without token probabilities, which is not asked it) was fitted before.
 _QWEN_15B = Calibration(
     "qwen2.5-coder-1.5b",
     "logprobs",
-    -3.252,
+    -2.965,
     {
-        "model": 2.104,
-        "numbers": -1.635,
-        "names": -1.122,
-        "negation": -0.684,
-        "swapped_roles": -1.016,
-        "unsupported_content": -1.271,
-        "coverage": 1.596,
+        "model": 1.734,
+        "quote": 1.172,
+        "numbers": -0.68,
+        "names": -1.001,
+        "negation": -0.157,
+        "swapped_roles": -1.336,
+        "unsupported_content": -1.303,
+        "coverage": -0.324,
     },
-    0.51,
+    0.39,
 )
 _QWEN_15B_VERDICT = Calibration(
     "qwen2.5-coder-1.5b",
@@ -127,31 +148,32 @@ _register(
     Calibration(
         "qwen2.5-coder-0.5b",
         "logprobs",
-        -0.842,
+        2.219,
         {
-            "model": 1.397,
-            "numbers": -2.36,
-            "names": -1.477,
-            "negation": -1.086,
-            "swapped_roles": -1.61,
-            "unsupported_content": -1.472,
-            "coverage": 2.065,
+            "model": 0.204,
+            "quote": 2.977,
+            "numbers": -2.084,
+            "names": -0.938,
+            "negation": -1.024,
+            "swapped_roles": -1.589,
+            "unsupported_content": -1.673,
+            "coverage": 0.362,
         },
-        0.58,
+        0.54,
     ),
     Calibration(
         "checks",
         "checks",
-        -1.493,
+        -1.569,
         {
-            "numbers": -2.498,
-            "names": -1.299,
-            "negation": -1.409,
-            "swapped_roles": -1.572,
-            "unsupported_content": -1.493,
-            "coverage": 2.095,
+            "numbers": -2.496,
+            "names": -1.332,
+            "negation": -2.128,
+            "swapped_roles": -1.604,
+            "unsupported_content": -1.467,
+            "coverage": 2.233,
         },
-        0.54,
+        0.55,
     ),
     Calibration("generic", "logprobs", _QWEN_15B.bias, _QWEN_15B.weights, _QWEN_15B.threshold),
     Calibration(

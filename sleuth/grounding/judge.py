@@ -1,10 +1,11 @@
 """`ground_claims`: the claim-level judge.
 
 For each claim: select the evidence passages that match it best (BM25, fused with embeddings when
-an embedder is given), ask the judge model one yes/no question about those passages, run the
-deterministic checks, and combine both into P(supported) with the calibration of the judge's
-family. A claim with no passage to rest on is not grounded, whatever the model would say. Every
-verdict cites passages with a span quoted verbatim from the evidence.
+an embedder is given), ask the judge model one yes/no question about those of them that match it
+nearly as well as the best one, run the deterministic checks on all of them, and combine both
+into P(supported) with the calibration of the judge's family. A claim with no passage to rest on
+is not grounded, whatever the model would say. Every verdict cites passages with a span quoted
+verbatim from the evidence.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sleuth.grounding.passages import (
     sentence_spans,
     split_passages,
 )
-from sleuth.grounding.scoring import ANSWER_TOKENS, ModelScore, score_claim
+from sleuth.grounding.scoring import ANSWER_TOKENS, ModelScore, score_claim, score_quote
 from sleuth.grounding.verdicts import Citation, ClaimVerdict, GroundingReport, Method
 from sleuth.models.base import Model
 from sleuth.rag.embeddings import Embedder
@@ -39,8 +40,14 @@ NO_EVIDENCE = "no evidence: no passage of the evidence shares anything with the 
 class _Judged:
     claim: str
     passages: list[Passage]
+    """The passages the checks and citations read."""
+    shown: list[Passage]
+    """Those of them the judge model is shown: the ones matching the claim nearly as well as the
+    best (`PassageIndex.select_and_focus`)."""
     checks: CheckReport | None = None
     model: ModelScore | None = None
+    quote: float | None = None
+    """The judge's P(Yes) for the second question (its quoted sentence), when asked."""
 
 
 async def ground_claims(
@@ -52,6 +59,7 @@ async def ground_claims(
     embedder: Embedder | None = None,
     passages_per_claim: int = PASSAGES_PER_CLAIM,
     concurrency: int = 4,
+    quote_question: bool | None = None,
 ) -> GroundingReport:
     """Judge each claim against the evidence passages that match it best.
 
@@ -60,6 +68,9 @@ async def ground_claims(
     - `threshold`: the score a claim needs to count as grounded; None uses the calibrated
       default of the judge's family (`report.threshold` says which was used).
     - `embedder`: adds embedding similarity to BM25 when selecting passages.
+    - `quote_question`: ask a judge with token probabilities the second question (does the
+      claim's quoted sentence say what it says?); None asks it when the judge's calibration
+      weighs it (the default local models'), False never (faster, less accurate).
     - `concurrency`: requests in flight at once (a local model still runs them one by one, in
       an order that lets claims sharing passages reuse the cached prompt).
 
@@ -77,7 +88,7 @@ async def ground_claims(
     judged = [
         _Judged(
             claim,
-            index.select(
+            *index.select_and_focus(
                 claim,
                 top=passages_per_claim,
                 claim_vector=claim_vectors[n] if claim_vectors is not None else None,
@@ -93,6 +104,9 @@ async def ground_claims(
         await _ask(judge, [j for j in judged if j.passages], concurrency)
     method = _method(judge, judged)
     calibration = calibration_for(judge_name or None, method)
+    asks = calibration.asks_quote if quote_question is None else quote_question
+    if judge is not None and method == "logprobs" and asks:
+        await _ask_quotes(judge, [j for j in judged if j.passages], concurrency)
     cutoff = calibration.threshold if threshold is None else threshold
     verdicts = [_verdict(item, calibration, cutoff) for item in judged]
     score = sum(v.grounded for v in verdicts) / len(verdicts)
@@ -119,21 +133,34 @@ async def _ask(judge: Model, judged: list[_Judged], concurrency: int) -> None:
     """Score every claim. The first answer shows whether the judge returns token probabilities;
     if it does, the others need only the answer token. Claims sharing passages are sent one
     after another, so a local judge reuses their cached prompt."""
-    order = sorted(judged, key=lambda j: [(p.evidence, p.row or 0, p.start) for p in j.passages])
+    order = sorted(judged, key=lambda j: [(p.evidence, p.row or 0, p.start) for p in j.shown])
     if not order:
         return
     first = order[0]
-    first.model = await score_claim(judge, first.claim, first.passages)
+    first.model = await score_claim(judge, first.claim, first.shown)
     answer_tokens = 1 if first.model.method == "logprobs" else ANSWER_TOKENS
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(item: _Judged) -> None:
         async with gate:
             item.model = await score_claim(
-                judge, item.claim, item.passages, answer_tokens=answer_tokens
+                judge, item.claim, item.shown, answer_tokens=answer_tokens
             )
 
     await asyncio.gather(*(one(item) for item in order[1:]))
+
+
+async def _ask_quotes(judge: Model, judged: list[_Judged], concurrency: int) -> None:
+    """The second question for every claim: does its quoted sentence say what it says?"""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(item: _Judged) -> None:
+        async with gate:
+            item.quote = await score_quote(
+                judge, item.claim, quote(item.claim, item.passages).quote
+            )
+
+    await asyncio.gather(*(one(item) for item in judged))
 
 
 def _method(judge: Model | None, judged: list[_Judged]) -> Method:
@@ -151,13 +178,13 @@ def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVer
         return ClaimVerdict(claim=item.claim, score=0.0, grounded=False, rationale=NO_EVIDENCE)
     model_probability = item.model.probability if item.model is not None else None
     features = item.checks.features()
-    score = calibration.combine(model_probability, features)
+    score = calibration.combine(model_probability, features, item.quote)
     grounded = score >= cutoff
     # A judge without token probabilities names the passages it relies on: each is quoted.
     # Otherwise (and when it named none that exist) the closest sentences of all are.
     cited: list[Passage] = []
     if item.model is not None and item.model.method == "verdict":
-        cited = [item.passages[n - 1] for n in item.model.cited]
+        cited = [item.shown[n - 1] for n in item.model.cited]
     citations = [quote(item.claim, [p]) for p in cited] or [quote(item.claim, item.passages)]
     return ClaimVerdict(
         claim=item.claim,
@@ -168,6 +195,7 @@ def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVer
         citations=citations,
         checks=item.checks.fired,
         model_score=round(model_probability, 4) if model_probability is not None else None,
+        quote_score=round(item.quote, 4) if item.quote is not None else None,
         features={name: round(value, 4) for name, value in features.items()},
     )
 
@@ -177,6 +205,8 @@ def _rationale(item: _Judged, calibration: Calibration) -> str:
     parts = []
     if item.model is not None:
         parts.append(f"judge P(supported)={item.model.probability:.2f} ({item.model.method})")
+    if item.quote is not None:
+        parts.append(f"quoted sentence P(same)={item.quote:.2f}")
     for finding in item.checks.findings:
         if finding.fired:
             parts.append(f"{finding.name}: {finding.detail}" if finding.detail else finding.name)

@@ -254,6 +254,17 @@ def narrow(location: str, start: int, end: int) -> str:
     return f"chars {start}-{end}"
 
 
+FOCUS_SHARE = 0.5
+"""The judge model sees a selected passage only if its BM25 score is at least this share of the
+best selected passage's. A passage that merely shares a common word ("name") with the claim
+distracted the 1.5B judge from the one that states it: on the grounding benchmark (both
+splits, `bench/grounding.py`), showing only these passages raised the model's own AUROC from
+0.865 to 0.909 on the test split, and made judging faster (fewer tokens)."""
+FOCUS_COSINE_MARGIN = 0.1
+"""With embeddings, a selected passage whose cosine with the claim is within this of the best
+selected passage's is shown to the judge too (a paraphrase may share few words)."""
+
+
 class PassageIndex:
     """BM25 over the passages (and cosine over their embeddings when given), to pick the passages
     a claim is judged against."""
@@ -293,11 +304,26 @@ class PassageIndex:
         """The `top` passages that best match `claim`, in evidence order. BM25 alone, or fused
         with cosine similarity by reciprocal rank when there are embeddings. A passage that
         shares no word with the claim is chosen only by a close embedding (cosine ≥ 0.5)."""
+        return self.select_and_focus(claim, top=top, claim_vector=claim_vector)[0]
+
+    def select_and_focus(
+        self,
+        claim: str,
+        *,
+        top: int,
+        claim_vector: Sequence[float] | None = None,
+        share: float = FOCUS_SHARE,
+    ) -> tuple[list[Passage], list[Passage]]:
+        """`select`'s passages, and those of them that match the claim nearly as well as the
+        best one (what the judge model is shown): a BM25 score at least `share` of the best
+        chosen passage's, or with embeddings a cosine within `FOCUS_COSINE_MARGIN` of the best
+        one's. Both lists are in evidence order; the second holds at least the best passage."""
         if not self.passages:
-            return []
+            return [], []
         lexical = self.bm25(claim)
         ranked = sorted(range(len(lexical)), key=lambda i: -lexical[i])
         eligible = {i for i in ranked if lexical[i] > 0}
+        cosine: np.ndarray | None = None
         if self.vectors is not None and claim_vector is not None:
             query = np.asarray(claim_vector, dtype=np.float32)
             cosine = self.vectors @ (query / (np.linalg.norm(query) or 1.0))
@@ -309,4 +335,17 @@ class PassageIndex:
                     fused[index] = fused.get(index, 0.0) + 1.0 / (60 + rank)
             ranked = sorted(fused, key=lambda i: -fused[i])
         chosen = [i for i in ranked if i in eligible][:top]
-        return [self.passages[i] for i in sorted(chosen)]
+        if not chosen:
+            return [], []
+        best_lexical = max(lexical[i] for i in chosen)
+        best_cosine = max(float(cosine[i]) for i in chosen) if cosine is not None else 0.0
+        focus = {
+            i
+            for i in chosen
+            if (best_lexical > 0 and lexical[i] >= share * best_lexical)
+            or (cosine is not None and float(cosine[i]) >= best_cosine - FOCUS_COSINE_MARGIN)
+        } or {chosen[0]}
+        return (
+            [self.passages[i] for i in sorted(chosen)],
+            [self.passages[i] for i in sorted(focus)],
+        )

@@ -12,6 +12,10 @@ Which providers give which score:
   is P(Yes) / (P(Yes) + P(No)) over the answer token's candidates (`Yes`, ` yes`, `YES`, ...).
 - the generated verdict (`method="verdict"`): providers without token probabilities (Anthropic),
   and any answer whose candidates hold neither Yes nor No. The score is 1.0 for Yes, 0.0 for No.
+
+A judge with token probabilities is asked a second, shorter question when its calibration weighs
+it (`Calibration.weights["quote"]`): does the quoted sentence closest to the claim say what the
+claim says (`score_quote`)?
 """
 
 from __future__ import annotations
@@ -66,6 +70,33 @@ def judge_messages(claim: str, passages: list[Passage]) -> list[Message]:
         "Do the passages state this claim? Answer Yes or No."
     )
     return [Message(role="system", content=JUDGE_SYSTEM), Message(role="user", content=question)]
+
+
+QUOTE_SYSTEM = (
+    "You compare a claim with a quoted sentence. Answer Yes if the sentence says what the claim "
+    "says (other words for the same facts are fine), No if the claim changes or adds anything. "
+    "Answer Yes or No."
+)
+
+
+def quote_messages(claim: str, quoted: str) -> list[Message]:
+    """The second question: the claim against only the sentence(s) of the evidence closest to it
+    (its citation's quote). Short, so it costs less than the first; the two disagree on
+    different claims, and the calibration weighs both."""
+    question = (
+        f"Sentence: {' '.join(quoted.split())}\n\nClaim: {without_citation_marks(claim)}\n\n"
+        "Does the sentence say what the claim says? Answer Yes or No."
+    )
+    return [Message(role="system", content=QUOTE_SYSTEM), Message(role="user", content=question)]
+
+
+async def score_quote(judge: Model, claim: str, quoted: str) -> float | None:
+    """P(Yes) that `quoted` says what `claim` says, from the answer token's probabilities; None
+    when the judge gives none (the second question is asked only of judges that do)."""
+    response = await judge.request(
+        quote_messages(claim, quoted), max_output_tokens=1, top_logprobs=TOP_LOGPROBS
+    )
+    return yes_probability(response)
 
 
 async def score_claim(

@@ -60,6 +60,10 @@ class ClaimVerdict(BaseModel):
     """Names of the deterministic checks that found a problem (see `sleuth.grounding.checks`)."""
     model_score: float | None = None
     """The judge model's own P(supported) (or 1/0 for a generated verdict), before the checks."""
+    quote_score: float | None = None
+    """The judge model's P(Yes) that the claim's quoted sentence says what the claim says (its
+    second question; asked only of judges with token probabilities whose calibration weighs
+    it)."""
     features: dict[str, float] = Field(default_factory=dict)
     """The checks' measures that `score` combines with `model_score` (see `CheckReport.features`)."""
 

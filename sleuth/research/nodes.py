@@ -292,6 +292,7 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
             citations=verdict.citations,
             checks=verdict.checks,
             model_score=verdict.model_score,
+            quote_score=verdict.quote_score,
         )
         for verdict in report.claims
     ]

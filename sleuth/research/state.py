@@ -52,6 +52,9 @@ class ClaimRecord(Record):
     `swapped_roles`, `unsupported_content`)."""
     model_score: float | None = None
     """The judge model's own P(supported) before the checks (None: no judge model asked)."""
+    quote_score: float | None = None
+    """The judge model's P(Yes) that the claim's quoted sentence says what it says (its second
+    question; None when not asked)."""
 
 
 class CoveragePassage(Record):
