@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -48,6 +49,13 @@ class _Judged:
     model: ModelScore | None = None
     quote: float | None = None
     """The judge's P(Yes) for the second question (its quoted sentence), when asked."""
+
+    @cached_property
+    def closest(self) -> Citation:
+        """The sentences of its passages closest to the claim: what the second question asks
+        about, and the claim's citation unless a judge without token probabilities named
+        passages."""
+        return quote(self.claim, self.passages)
 
 
 async def ground_claims(
@@ -156,9 +164,7 @@ async def _ask_quotes(judge: Model, judged: list[_Judged], concurrency: int) -> 
 
     async def one(item: _Judged) -> None:
         async with gate:
-            item.quote = await score_quote(
-                judge, item.claim, quote(item.claim, item.passages).quote
-            )
+            item.quote = await score_quote(judge, item.claim, item.closest.quote)
 
     await asyncio.gather(*(one(item) for item in judged))
 
@@ -185,7 +191,7 @@ def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVer
     cited: list[Passage] = []
     if item.model is not None and item.model.method == "verdict":
         cited = [item.shown[n - 1] for n in item.model.cited]
-    citations = [quote(item.claim, [p]) for p in cited] or [quote(item.claim, item.passages)]
+    citations = [quote(item.claim, [p]) for p in cited] or [item.closest]
     return ClaimVerdict(
         claim=item.claim,
         score=round(score, 4),

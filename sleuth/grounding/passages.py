@@ -339,12 +339,14 @@ class PassageIndex:
             return [], []
         best_lexical = max(lexical[i] for i in chosen)
         best_cosine = max(float(cosine[i]) for i in chosen) if cosine is not None else 0.0
+        # The best passage always passes: by BM25 when it shares a word with the claim, else
+        # (chosen by its embedding alone) by cosine.
         focus = {
             i
             for i in chosen
             if (best_lexical > 0 and lexical[i] >= share * best_lexical)
             or (cosine is not None and float(cosine[i]) >= best_cosine - FOCUS_COSINE_MARGIN)
-        } or {chosen[0]}
+        }
         return (
             [self.passages[i] for i in sorted(chosen)],
             [self.passages[i] for i in sorted(focus)],
