@@ -73,8 +73,8 @@ def docs_research(
         grounding_threshold=0.8,
         max_replans=1,
         max_regenerations=1,
-        # Two model turns (a search, an answer) for each of up to three sub-questions, and two
-        # spare: the demo question has three parts.
+        # A search for each of up to three sub-questions (a step ends once its results cover
+        # its part), with room for the agent to read a result and search again.
         max_iterations=8,
         max_sub_questions=3,
         # Room for the whole report: a JSON answer cut at the cap does not validate.

@@ -361,6 +361,7 @@ async def test_a_retried_scan_item_resumes_its_research_where_it_stopped(
     app.research(
         "r",
         create_research_workflow(
+            stop_when_covered=False,  # several tool calls in one execute step
             # One execute round: the tool calls counted are the resumed round's alone.
             model=ScriptedModel(responder=respond),
             tools=[lookup],

@@ -135,8 +135,44 @@ async def test_a_three_part_question_gets_three_searches_and_full_coverage() -> 
     assert report.coverage[2].passages[0].source == "reference#finally"
     assert report.end_reason == "grounded" and report.replan_count == 0
     assert result.state.sub_questions == SUB_QUESTIONS and result.state.pending == []
+    # Each search's results cover its part, so the step ends there: no model turn restates them.
+    assert result.state.agent_stop_reasons == ["covered"] * 3
+    assert result.state.round_iterations == 3 and report.findings == ""
+
+
+async def test_a_part_its_first_search_leaves_uncovered_is_researched_on() -> None:
+    """The step of a part whose first search found nothing goes on: the agent reads the empty
+    result and searches again, and the second search, which covers it, ends the step."""
+
+    def search_until_found(call: ModelCall) -> ModelResponse:
+        return tool_call("search_docs", query=f"{named_part(call)} #{tool_rounds(call) + 1}")
+
+    script = three_part_script()
+    script.execute_turn = search_until_found
+    docs = DocsSearch(withheld="finally")
+    spec = create_research_workflow(model=scripted_model(script), tools=[docs.tool()])
+    result = await spec.execute(QUESTION)
+    assert docs.queries == [
+        f"{SUB_QUESTIONS[0]} #1",
+        f"{SUB_QUESTIONS[1]} #1",
+        f"{SUB_QUESTIONS[2]} #1",
+        f"{SUB_QUESTIONS[2]} #2",
+    ]
+    assert result.state.agent_stop_reasons == ["covered"] * 3
+    assert all(entry.covered for entry in result.final_state.coverage)
+
+
+async def test_without_stop_when_covered_the_agent_answers_each_part() -> None:
+    script, docs = three_part_script(), DocsSearch()
+    spec = create_research_workflow(
+        model=scripted_model(script), tools=[docs.tool()], stop_when_covered=False
+    )
+    result = await spec.execute(QUESTION)
+    assert docs.queries == SUB_QUESTIONS
+    assert result.state.agent_stop_reasons == ["completed"] * 3
+    assert result.state.round_iterations == 6
     for part in SUB_QUESTIONS:
-        assert part in report.findings
+        assert f"{part}\nAnswered from the search result." in result.final_state.findings
 
 
 async def test_an_uncovered_part_produces_a_replan_that_names_it() -> None:
@@ -227,7 +263,11 @@ async def test_a_part_that_keeps_searching_leaves_the_later_parts_their_share() 
     script = ResearchScript(sub_questions=list(SUB_QUESTIONS), execute_turn=search_forever)
     docs = DocsSearch()
     spec = create_research_workflow(
-        model=scripted_model(script), tools=[docs.tool()], max_iterations=6, max_replans=0
+        model=scripted_model(script),
+        tools=[docs.tool()],
+        max_iterations=6,
+        max_replans=0,
+        stop_when_covered=False,
     )
     await spec.execute(QUESTION)
     # Six turns over three parts: two searches each, however eager the agent is.

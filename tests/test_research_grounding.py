@@ -378,7 +378,9 @@ async def test_the_writers_requests_share_the_question_notes_and_passages_as_one
             return text("Demand -> shipments [1]")
         return writer(call)
 
-    spec = create_research_workflow(model=ScriptedModel(responder=respond), tools=[lookup])
+    spec = create_research_workflow(
+        stop_when_covered=False, model=ScriptedModel(responder=respond), tools=[lookup]
+    )
     report = (await spec.execute("How many widgets did Acme ship?")).final_state
     assert report.regeneration_count == 1
     [causal], [summary], [rewrite] = (

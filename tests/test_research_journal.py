@@ -53,7 +53,9 @@ async def test_a_journaled_run_resumes_its_round_without_repeating_a_finished_to
         return lookup(topic)
 
     script = ResearchScript(tool_name="market_notes", tool_calls_per_round=2)
-    spec = create_research_workflow(model=scripted_model(script), tools=[market_notes])
+    spec = create_research_workflow(
+        stop_when_covered=False, model=scripted_model(script), tools=[market_notes]
+    )
     journal = DictJournal()
 
     try:
@@ -86,7 +88,9 @@ async def test_without_a_journal_a_rerun_starts_over() -> None:
         return lookup(topic)
 
     script = ResearchScript(tool_name="market_notes", tool_calls_per_round=2)
-    spec = create_research_workflow(model=scripted_model(script), tools=[market_notes])
+    spec = create_research_workflow(
+        stop_when_covered=False, model=scripted_model(script), tools=[market_notes]
+    )
     await spec.execute("How fast did the CRM market grow?")
     await spec.execute("How fast did the CRM market grow?")
     assert len(calls) == 4 and calls[:2] == calls[2:]

@@ -119,7 +119,9 @@ async def test_sources_are_unique_and_in_order_of_first_citation() -> None:
         claims[2]: ["report-2.pdf"],
     }
     spec = create_research_workflow(
-        model=multi_source_model(" ".join(claims), cited), tools=[lookup_source]
+        stop_when_covered=False,  # several tool calls in one execute step
+        model=multi_source_model(" ".join(claims), cited),
+        tools=[lookup_source],
     )
     report = (await spec.execute("CRM growth?")).final_state
     assert [e.arguments["source"] for e in report.evidence] == ["report-1.pdf", "report-2.pdf"]

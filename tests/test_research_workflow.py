@@ -199,7 +199,9 @@ async def test_five_megabytes_of_evidence_keep_the_history_small(
     app.research(
         "bulky",
         create_research_workflow(
-            model=scripted_model(ResearchScript(execute_turn=execute_turn)), tools=[big_lookup]
+            stop_when_covered=False,  # several tool calls in one execute step
+            model=scripted_model(ResearchScript(execute_turn=execute_turn)),
+            tools=[big_lookup],
         ),
     )
     outcome, events, _ = await run(time_env, app, ResearchRequest(prompt="q?", research="bulky"))
@@ -355,14 +357,15 @@ def docs_app(script: ResearchScript, docs: DocsSearch) -> App:
 async def test_a_three_part_question_runs_a_plan_and_one_execute_per_part(
     time_env: WorkflowEnvironment,
 ) -> None:
-    docs = DocsSearch()
+    docs, script = DocsSearch(), three_part_script()
     outcome, events, progress = await run(
-        time_env,
-        docs_app(three_part_script(), docs),
-        ResearchRequest(prompt=QUESTION, research="docs"),
+        time_env, docs_app(script, docs), ResearchRequest(prompt=QUESTION, research="docs")
     )
     report = outcome.final_state
     assert docs.queries == SUB_QUESTIONS
+    # One model turn per part: each search's results cover the part, which ends its step.
+    assert script.seen[:4] == ["plan", "execute", "execute", "execute"]
+    assert script.seen[4] == "causal_inference"
     # The search-attribute lookup comes first, then the plan and one execute per part.
     types = activity_types(events)[1:]
     assert types[:4] == ["research.plan", *["research.execute"] * 3]

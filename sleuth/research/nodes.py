@@ -198,7 +198,12 @@ async def execute_node(
     left = spec.max_iterations - state.round_iterations
     budget = max(1, left // max(1, len(state.pending)))
     cost_left = None if state.max_cost_usd is None else state.max_cost_usd - state.usage.cost_usd
-    agent = spec.build_agent(app, max_iterations=budget, max_cost_usd=cost_left)
+    agent = spec.build_agent(
+        app,
+        max_iterations=budget,
+        max_cost_usd=cost_left,
+        sub_question=None if position is None else state.sub_questions[position],
+    )
     result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
     offset = len(state.evidence)
     gathered = [

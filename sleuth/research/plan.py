@@ -19,7 +19,8 @@ from sleuth.jsontext import json_from_text
 from sleuth.models.base import Message, Model
 from sleuth.research.report import normalise
 from sleuth.research.state import CoveragePassage, ResearchState, SubQuestionCoverage
-from sleuth.state import EvidenceItem
+from sleuth.state import EvidenceItem, LoopState
+from sleuth.termination import CustomCondition
 
 if TYPE_CHECKING:
     from sleuth.research.spec import ResearchSpec
@@ -37,6 +38,8 @@ COVERAGE_SHARE = 0.5
 content words (rounded up, at least one), compared by their first `STEM_CHARS` letters."""
 STEM_CHARS = 5
 """Letters compared per word, so `receives`, `received` and `receive` match (a crude stem)."""
+COVERED = "covered"
+"""An execute agent's stop reason when the results of its tool calls cover its sub-question."""
 COVERAGE_PASSAGES = 3
 """Answering passages kept per sub-question."""
 
@@ -132,6 +135,17 @@ def coverage(
             )
         )
     return result
+
+
+def covered_by_evidence(sub_question: str) -> CustomCondition:
+    """The exit condition of an execute agent researching `sub_question`: it holds once the
+    evidence the agent gathered (its own tool results, not the run's earlier ones) covers the
+    sub-question, as `coverage` decides; the stop reason is `COVERED`."""
+
+    def check(state: LoopState) -> bool:
+        return bool(state.evidence) and coverage([sub_question], state.evidence)[0].covered
+
+    return CustomCondition(check, reason=COVERED)
 
 
 def uncovered(state: ResearchState) -> list[int]:

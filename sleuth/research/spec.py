@@ -39,7 +39,7 @@ from sleuth.research.nodes import (
     replan_node,
     summarize_node,
 )
-from sleuth.research.plan import MAX_SUB_QUESTIONS
+from sleuth.research.plan import MAX_SUB_QUESTIONS, covered_by_evidence
 from sleuth.research.report import ResearchReport, build_final_state, finish
 from sleuth.research.review import ask_reviewer
 from sleuth.research.router import (
@@ -192,6 +192,7 @@ class ResearchSpec:
         grounding_embedder: Embedder | None = None,
         max_sub_questions: int = 4,
         execute_token_budget: int | None = None,
+        stop_when_covered: bool = True,
     ):
         _check_range("grounding_threshold", grounding_threshold, 0.0, 1.0)
         if claim_threshold is not None:
@@ -232,6 +233,7 @@ class ResearchSpec:
             self.check_priced()
         self.max_sub_questions = max_sub_questions
         self.execute_token_budget = execute_token_budget
+        self.stop_when_covered = stop_when_covered
         if isinstance(datastores, Mapping):
             # Wire once now so a bad mapping fails at definition time, not mid-run.
             wire_datastores(datastores)
@@ -460,10 +462,15 @@ class ResearchSpec:
         *,
         max_iterations: int | None = None,
         max_cost_usd: float | None = None,
+        sub_question: str | None = None,
     ) -> Agent:
         """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore.
         `max_iterations` (default: the spec's) is what is left of the execute round's budget, and
-        `max_cost_usd` what is left of the run's cost budget (None: no cost budget)."""
+        `max_cost_usd` what is left of the run's cost budget (None: no cost budget).
+
+        With a `sub_question` (and `stop_when_covered`), the loop stops (reason `covered`) after the first batch of tool
+        calls whose results cover it (`sleuth.research.plan.covers`): the writers read the
+        passages themselves, so a model turn spent restating them would only cost time."""
         datastores = self.datastores
         if datastores is not None and not isinstance(datastores, Mapping):
             if app is None:
@@ -481,6 +488,11 @@ class ResearchSpec:
             max_iterations=max_iterations or self.max_iterations,
             max_output_tokens=self.max_output_tokens,
             limits=None if max_cost_usd is None else UsageLimits(max_cost_usd=max(max_cost_usd, 0)),
+            termination=(
+                covered_by_evidence(sub_question)
+                if sub_question is not None and self.stop_when_covered
+                else None
+            ),
             name=f"{self.name}.execute",
         )
 
@@ -512,6 +524,7 @@ def create_research_workflow(
     grounding_embedder: Embedder | None = None,
     max_sub_questions: int = 4,
     execute_token_budget: int | None = None,
+    stop_when_covered: bool = True,
 ) -> ResearchSpec:
     """A research graph with a post-hoc grounding loop.
 
@@ -526,7 +539,9 @@ def create_research_workflow(
     registered. `max_replans` and `max_regenerations` are 0 to 10. The plan node splits the question
     into at most `max_sub_questions` (1 to 8; 1: the question itself, no model call) and every
     execute round researches them one by one, within `max_iterations` model turns (and
-    `execute_token_budget` tokens, None: unlimited) per round. Run it with
+    `execute_token_budget` tokens, None: unlimited) per round; a sub-question's research stops
+    as soon as its tool results cover it (`stop_when_covered`; False: the agent reads them and
+    answers, or searches on, before the next sub-question). Run it with
     `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
     `report: Report = result.final_state["structured_output"]`, `["grounding_score"]`,
     `["replan_count"]` (or the same as attributes).
@@ -556,6 +571,7 @@ def create_research_workflow(
         grounding_embedder=grounding_embedder,
         max_sub_questions=max_sub_questions,
         execute_token_budget=execute_token_budget,
+        stop_when_covered=stop_when_covered,
     )
 
 

@@ -381,6 +381,7 @@ def build_app() -> App:
     app.research(
         "fault-research",
         create_research_workflow(
+            stop_when_covered=False,  # several tool calls in one execute step
             model=ScriptedModel(responder=research_model),
             tools=[lookup],
             max_replans=1,
@@ -390,6 +391,7 @@ def build_app() -> App:
     app.research(
         "fault-scan",
         create_research_workflow(
+            stop_when_covered=False,  # several tool calls in one execute step
             model=ScriptedModel(responder=research_model),
             tools=[lookup],
             judge_model=False,

@@ -47,6 +47,7 @@ def respond(call: ModelCall) -> ModelResponse:
 
 def prices(review: ReviewPolicy | None = None) -> ResearchSpec:
     return create_research_workflow(
+        stop_when_covered=False,  # several tool calls in one execute step
         model=ScriptedModel(responder=respond),
         tools=[quick, gated],
         judge_model=False,

@@ -49,5 +49,7 @@ def respond(call: ModelCall) -> ModelResponse:
 app = App(task_queue="sleuth-research-test", name="research-test")
 app.research(
     "crash",
-    create_research_workflow(model=ScriptedModel(responder=respond), tools=[lookup]),
+    create_research_workflow(
+        stop_when_covered=False, model=ScriptedModel(responder=respond), tools=[lookup]
+    ),
 )
