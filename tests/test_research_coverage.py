@@ -14,7 +14,7 @@ from coverage_scripts import (
     named_part,
     three_part_script,
 )
-from research_scripts import ResearchScript, lookup, scripted_model, tool_rounds
+from research_scripts import FACT, ResearchScript, lookup, scripted_model, tool_rounds
 
 from activities.research_models import ResearchOutcome
 from sleuth import create_research_workflow, next_node
@@ -317,3 +317,28 @@ def test_sub_question_bounds_are_checked() -> None:
         create_research_workflow(model=scripted_model(ResearchScript()), max_sub_questions=9)
     with pytest.raises(ValueError, match="execute_token_budget must be within"):
         create_research_workflow(model=scripted_model(ResearchScript()), execute_token_budget=0)
+
+
+async def test_after_a_replan_the_whole_question_step_ends_on_new_evidence() -> None:
+    """Every part covered but the claims doubted: the replan's execute step researches the whole
+    question, and ends at the first result holding a passage the run did not have (a search
+    that finds only known text is read, and the agent searches again)."""
+    calls: list[str] = []
+
+    def notes(topic: str) -> str:
+        """Look a topic up in the market notes."""
+        calls.append(topic)
+        found = FACT if len(calls) <= 2 else f"Gartner's note {len(calls)}: {FACT}"
+        return json.dumps({"topic": topic, "text": found, "source": "gartner-2024.pdf"})
+
+    def search(call: ModelCall) -> ModelResponse:
+        return tool_call("notes", topic=f"crm growth {len(calls) + 1}")
+
+    script = ResearchScript(tool_name="notes", verdicts=[False, False, True], execute_turn=search)
+    spec = create_research_workflow(model=scripted_model(script), tools=[notes])
+    result = await spec.execute("How fast did the CRM market grow?")
+    report = result.final_state
+    assert report.regeneration_count == 1 and report.replan_count == 1
+    assert len(calls) == 3 and report.evidence_count == 3
+    assert result.state.agent_stop_reasons == ["covered", "covered"]
+    assert report.end_reason == "grounded"

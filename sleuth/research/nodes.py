@@ -33,6 +33,7 @@ from sleuth.research.citations import (
 from sleuth.research.plan import (
     PLAN_PROMPT,
     coverage,
+    step_done,
     sub_question_prompt,
     uncovered,
     write_sub_questions,
@@ -202,7 +203,9 @@ async def execute_node(
         app,
         max_iterations=budget,
         max_cost_usd=cost_left,
-        sub_question=None if position is None else state.sub_questions[position],
+        # The writers read the passages themselves: once the step's results cover what it
+        # researches, a model turn restating them would only cost time (~17 s a part, 1.5B).
+        done_when=step_done(state, position) if spec.stop_when_covered else None,
     )
     result = await agent.arun(prompt, checkpoint=checkpoint, on_checkpoint=on_checkpoint)
     offset = len(state.evidence)

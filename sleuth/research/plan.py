@@ -14,7 +14,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sleuth.grounding import content_words
-from sleuth.grounding.passages import PassageIndex, distinct_positions, split_passages
+from sleuth.grounding.passages import (
+    PassageIndex,
+    distinct_positions,
+    split_passages,
+    text_key,
+)
 from sleuth.jsontext import json_from_text
 from sleuth.models.base import Message, Model
 from sleuth.research.report import normalise
@@ -137,15 +142,26 @@ def coverage(
     return result
 
 
-def covered_by_evidence(sub_question: str) -> CustomCondition:
-    """The exit condition of an execute agent researching `sub_question`: it holds once the
-    evidence the agent gathered (its own tool results, not the run's earlier ones) covers the
-    sub-question, as `coverage` decides; the stop reason is `COVERED`."""
+def step_done(state: ResearchState, position: int | None) -> CustomCondition:
+    """The exit condition of the execute step that researches sub-question `position`: it holds
+    once the evidence the step gathered (its own tool results, not the run's earlier ones)
+    covers the sub-question, as `coverage` decides. With no sub-question (`None`: the whole
+    question, after a replan whose parts were all covered) it holds once the step's results
+    hold a passage the run's evidence does not: something new on the replan's focus. The stop
+    reason is `COVERED`."""
+    if position is not None:
+        question = state.sub_questions[position]
 
-    def check(state: LoopState) -> bool:
-        return bool(state.evidence) and coverage([sub_question], state.evidence)[0].covered
+        def check(loop: LoopState) -> bool:
+            return bool(loop.evidence) and coverage([question], loop.evidence)[0].covered
 
-    return CustomCondition(check, reason=COVERED)
+        return CustomCondition(check, reason=COVERED)
+    known = {text_key(p.text) for p in split_passages(state.evidence)}
+
+    def found_new(loop: LoopState) -> bool:
+        return any(text_key(p.text) not in known for p in split_passages(loop.evidence))
+
+    return CustomCondition(found_new, reason=COVERED)
 
 
 def uncovered(state: ResearchState) -> list[int]:

@@ -39,7 +39,7 @@ from sleuth.research.nodes import (
     replan_node,
     summarize_node,
 )
-from sleuth.research.plan import MAX_SUB_QUESTIONS, covered_by_evidence
+from sleuth.research.plan import MAX_SUB_QUESTIONS
 from sleuth.research.report import ResearchReport, build_final_state, finish
 from sleuth.research.review import ask_reviewer
 from sleuth.research.router import (
@@ -55,6 +55,7 @@ from sleuth.review import ReviewError, ReviewPolicy, ReviewSettings
 from sleuth.state import LoopState
 from sleuth.strict import StrictInput
 from sleuth.telemetry import span
+from sleuth.termination import Condition
 from sleuth.tools import Tool
 
 T = TypeVar("T")
@@ -462,15 +463,14 @@ class ResearchSpec:
         *,
         max_iterations: int | None = None,
         max_cost_usd: float | None = None,
-        sub_question: str | None = None,
+        done_when: Condition | None = None,
     ) -> Agent:
         """A fresh execute agent: the spec's tools plus a `search_<name>` tool per datastore.
         `max_iterations` (default: the spec's) is what is left of the execute round's budget, and
         `max_cost_usd` what is left of the run's cost budget (None: no cost budget).
 
-        With a `sub_question` (and `stop_when_covered`), the loop stops (reason `covered`) after the first batch of tool
-        calls whose results cover it (`sleuth.research.plan.covers`): the writers read the
-        passages themselves, so a model turn spent restating them would only cost time."""
+        `done_when` ends the loop after a batch of tool calls (`execute_node` passes
+        `sleuth.research.plan.step_done` unless `stop_when_covered` is off)."""
         datastores = self.datastores
         if datastores is not None and not isinstance(datastores, Mapping):
             if app is None:
@@ -488,11 +488,7 @@ class ResearchSpec:
             max_iterations=max_iterations or self.max_iterations,
             max_output_tokens=self.max_output_tokens,
             limits=None if max_cost_usd is None else UsageLimits(max_cost_usd=max(max_cost_usd, 0)),
-            termination=(
-                covered_by_evidence(sub_question)
-                if sub_question is not None and self.stop_when_covered
-                else None
-            ),
+            termination=done_when,
             name=f"{self.name}.execute",
         )
 
