@@ -208,7 +208,12 @@ async def test_research_execute_killed_after_tool_calls_does_not_repeat_them(
 
     app = App()
     app.research(
-        "r", create_research_workflow(model=ScriptedModel(responder=respond), tools=[lookup])
+        "r",
+        create_research_workflow(
+            stop_when_covered=False,  # several tool calls in one execute step
+            model=ScriptedModel(responder=respond),
+            tools=[lookup],
+        ),
     )
     request = NodeInput(research="r", prompt="How many widgets did Acme ship?")
     with pytest.raises(RuntimeError, match="SIGKILL"):

@@ -12,6 +12,7 @@ from coverage_scripts import (
     SUB_QUESTIONS,
     DocsSearch,
     named_part,
+    search_turn,
     three_part_script,
 )
 from research_scripts import FACT, ResearchScript, lookup, scripted_model, tool_rounds
@@ -342,3 +343,19 @@ async def test_after_a_replan_the_whole_question_step_ends_on_new_evidence() -> 
     assert len(calls) == 3 and report.evidence_count == 3
     assert result.state.agent_stop_reasons == ["covered", "covered"]
     assert report.end_reason == "grounded"
+
+
+async def test_a_step_its_results_end_leaves_no_note_of_its_call_turns_text() -> None:
+    """A model may write a line beside its call ("Let me search ..."); a step that its results
+    ended wrote no answer, so nothing of that reaches the writers as a research note."""
+
+    def chatty_search(call: ModelCall) -> ModelResponse:
+        response = search_turn(call)
+        return response.model_copy(update={"text": "Let me search the reference for this."})
+
+    script = three_part_script()
+    script.execute_turn = chatty_search
+    spec = create_research_workflow(model=scripted_model(script), tools=[DocsSearch().tool()])
+    result = await spec.execute(QUESTION)
+    assert result.state.agent_stop_reasons == ["covered"] * 3
+    assert result.final_state.findings == ""

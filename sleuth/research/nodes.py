@@ -31,6 +31,7 @@ from sleuth.research.citations import (
     writer_passages,
 )
 from sleuth.research.plan import (
+    COVERED,
     PLAN_PROMPT,
     coverage,
     step_done,
@@ -214,7 +215,9 @@ async def execute_node(
         for number, item in enumerate(result.evidence, start=1)
     ]
     evidence = [*state.evidence, *gathered]
-    answer = result.message.strip()
+    # A step its results ended wrote no answer: what text its last turn held ("Let me search
+    # for …" beside the call) is no research note.
+    answer = "" if result.stop_reason == COVERED else result.message.strip()
     if answer and part is not None:
         answer = f"{state.sub_questions[part]}\n{answer}"
     findings = "\n\n".join(p for p in (state.findings, answer) if p)
