@@ -11,6 +11,7 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.timeouts import SERVER_STARTUP
 from workers.binaries import temporal_cli, temporal_test_server
 from workers.embedded import stop_background_server
 
@@ -69,6 +70,7 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(temporal_test_server()),
         data_converter=pydantic_data_converter,
+        test_server_startup_timeout=SERVER_STARTUP,
     )
     try:
         yield env
@@ -83,6 +85,7 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=str(temporal_cli()),
         data_converter=pydantic_data_converter,
         dev_server_extra_args=FAST_DEV_SERVER_ARGS,
+        dev_server_startup_timeout=SERVER_STARTUP,
     )
     try:
         yield env
@@ -116,7 +119,21 @@ def chroma_url() -> Iterator[str]:
         yield url
 
 
-def pytest_report_header() -> str:
-    from tests.timeouts import FACTOR, FACTOR_ENV
+def pytest_report_header(config: pytest.Config) -> str:
+    from tests.timeouts import FACTOR_ENV, timeout_factor
 
-    return f"test timeouts x{FACTOR:g} ({FACTOR_ENV}, or from the load average when unset)"
+    # The header is the controller's; each xdist worker counts the other workers as load.
+    workers = config.getoption("numprocesses", None)
+    peers = max(0, workers - 1) if isinstance(workers, int) else 0
+    return (
+        f"test timeouts x{timeout_factor(peers):g} "
+        f"({FACTOR_ENV}, or from the load average and the other test processes when unset)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`), the tests that run the real local model share one
+    worker: each keeps both cores busy, and two at once would only wait for each other."""
+    for item in items:
+        if item.get_closest_marker("localmodel") is not None:
+            item.add_marker(pytest.mark.xdist_group("localmodel"))

@@ -23,6 +23,7 @@ from activities.research_models import ResearchOutcome, ResearchRequest
 from sleuth import App, create_research_workflow
 from sleuth.pricing import ModelPrice, set_prices
 from sleuth.review import ReviewPolicy
+from tests.timeouts import SERVER_STARTUP
 from tests.worker_processes import cli_env, free_port_pair, sleuth_command, wait_for
 from workers.binaries import temporal_cli
 from workers.cli_runs import build_query, parse_since
@@ -240,6 +241,7 @@ async def test_setup_refuses_an_attribute_registered_with_another_type() -> None
         dev_server_existing_path=str(temporal_cli()),
         port=free_port_pair(),
         dev_server_extra_args=["--search-attribute", "SleuthCostUsd=Keyword"],
+        dev_server_startup_timeout=SERVER_STARTUP,
     )
     try:
         with pytest.raises(SearchAttributeSetupError, match="SleuthCostUsd as Keyword"):

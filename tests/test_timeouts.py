@@ -29,3 +29,22 @@ def test_the_variable_overrides_the_load(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_scaled_multiplies_by_the_runs_factor() -> None:
     assert timeouts.scaled(10) == 10 * timeouts.FACTOR
+
+
+def test_other_xdist_workers_count_as_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(timeouts.FACTOR_ENV, raising=False)
+    monkeypatch.setattr(timeouts.os, "getloadavg", lambda: (2.0, 0.0, 0.0))
+    monkeypatch.setattr(timeouts.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    assert timeouts.timeout_factor() == 2.0
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    assert timeouts.timeout_factor() == 4.0  # (2 + 2 other workers) / 2 cores, doubled
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "lots")
+    assert timeouts.timeout_factor() == 2.0
+
+
+@pytest.mark.localmodel
+def test_the_local_model_tests_share_one_xdist_worker(request: pytest.FixtureRequest) -> None:
+    # Needs no model: it checks only that conftest put every `localmodel` test in one group.
+    group = request.node.get_closest_marker("xdist_group")
+    assert group is not None and group.args == ("localmodel",)
