@@ -456,3 +456,18 @@ async def test_a_three_part_question_gets_one_search_per_part_on_the_local_model
     assert len(state.sub_questions) == 3, state.sub_questions
     assert len(gathered) == 3 and all(count >= 1 for count in gathered), (gathered, searches)
     assert [entry.researched for entry in state.coverage] == [1, 1, 1]
+
+
+async def test_a_looping_answer_stops_early_with_one_copy_kept(model_name: str) -> None:
+    """Asked to write one sentence over and over, the model would run to its output cap; the loop
+    guard stops it after three copies and keeps one."""
+    model = resolve(model_name, local_pull=False)
+    response = await model.request(
+        ask(
+            "Repeat the line 'The cat sat on the mat.' over and over, at least 50 times, one per line."
+        ),
+        max_output_tokens=400,
+    )
+    assert response.finish_reason == "repetition"
+    assert response.usage.output_tokens < 200
+    assert response.text.count("cat sat on the mat") == 1

@@ -11,12 +11,15 @@ import pytest
 from sleuth.models import Message, NonRetryableModelError, OutputSchema, ToolSpec
 from sleuth.models.local import (
     BOUNDED_CHOICES,
+    REPEAT_CHECK_EVERY,
     _awaiting_first_action,
     _bounded_numbers,
     _default_threads,
     _Engine,
     _grammar,
+    _LoopGuard,
     _Settings,
+    repeating_tail,
 )
 
 LOOKUP = ToolSpec(
@@ -163,3 +166,42 @@ def test_a_bounded_number_becomes_a_choice_the_grammar_enforces() -> None:
     )
     text = _grammar(calls=[], answer=answer)._grammar
     assert '"1" | "2" | "3"' in text
+
+
+def test_an_answer_that_repeats_one_stretch_three_times_is_cut_after_the_first_copy() -> None:
+    """The 1.5B wrote "Lambda expressions are described in section X." for six sections, then the
+    same six again, until the 600-token cap: the loop is found and one copy kept."""
+    intro = list(range(100, 140))
+    cycle = list(range(500, 530))  # a 30-token stretch
+    looping = [*intro, *cycle, *cycle, *cycle]
+    assert repeating_tail(looping) == len(intro) + len(cycle)
+    # Cut part-way through a copy: the cut still keeps exactly one whole copy.
+    assert repeating_tail([*looping, *cycle[:7]]) == len(intro) + len(cycle)
+    # A short repeated token (a run of one token) needs 64 tokens before it counts.
+    assert repeating_tail([*intro, *([7] * 63)]) is None
+    assert repeating_tail([*intro, *([7] * 64)]) == len(intro) + 1
+
+
+def test_text_that_repeats_less_than_three_times_or_varies_is_not_a_loop() -> None:
+    cycle = list(range(500, 540))
+    assert repeating_tail([*range(60), *cycle, *cycle]) is None  # twice is a quotation
+    varied = [*cycle, *cycle[:-1], 9, *cycle]  # one token differs in the middle copy
+    assert repeating_tail(varied) is None
+    assert repeating_tail(list(range(1000))) is None
+    assert repeating_tail([]) is None
+
+
+def test_the_loop_guard_reads_only_the_output_and_checks_every_few_tokens() -> None:
+    prompt = [3] * 200  # a prompt that is itself one repeated token is not the answer's loop
+    guard = _LoopGuard(len(prompt))
+    cycle = list(range(500, 530))
+    output: list[int] = []
+    stopped_at = None
+    for token in [*cycle, *cycle, *cycle, *cycle]:
+        output.append(token)
+        if guard(np.array([*prompt, *output]), None):
+            stopped_at = len(output)
+            break
+    assert stopped_at is not None and stopped_at % REPEAT_CHECK_EVERY == 0
+    assert 90 <= stopped_at < 90 + REPEAT_CHECK_EVERY and guard.cut == len(cycle)
+    assert not _LoopGuard(len(prompt))(np.array(prompt), None)

@@ -204,6 +204,38 @@ async def test_a_report_cut_at_the_output_cap_is_read_for_what_it_completed() ->
     assert [c["claim"] for c in state["claims"]] == [FACT, finding]
 
 
+@pytest.mark.parametrize("reason", ["repetition", "length"])
+async def test_a_cut_answer_is_asked_again_shorter_without_its_runaway_text(reason: str) -> None:
+    """The 1.5B wrote one sentence over and over in its summary until the answer was cut (by the
+    local model's loop guard, or the output cap). Shown that text with the schema error, it wrote
+    it again; so the task is asked again, unchanged up to a note to state each fact once."""
+    loop = " Lambda expressions are described in section Compound." * 3
+    cut = text(f'{{"summary": "{FACT}{loop}')
+    cut.finish_reason = reason
+    good = {
+        "summary": FACT,
+        "key_findings": ["Gartner reported 12 percent growth."],
+        "confidence": 1,
+    }
+    calls: list[ModelCall] = []
+
+    def summarize(call: ModelCall) -> ModelResponse:
+        calls.append(call)
+        return cut if len(calls) == 1 else text(json.dumps(good))
+
+    state = await _one_pass_report(summarize)
+    assert state["structured_output"] == Report.model_validate(good)
+    assert state["output_error"] is None
+    first, again = calls
+    assert [m.role for m in again.messages] == [m.role for m in first.messages]
+    assert not any("Lambda" in m.content for m in again.messages)
+    task = first.messages[-1].content
+    assert again.messages[-1].content.startswith(task + "\n\n")
+    assert (
+        "cut off" in again.messages[-1].content and "state each fact once" in again.last_user_text
+    )
+
+
 async def test_without_a_judge_model_the_checks_alone_judge() -> None:
     script = ResearchScript(summary=FACT + " Pigs can fly over the moon every Tuesday.")
     spec = create_research_workflow(

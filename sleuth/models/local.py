@@ -18,6 +18,10 @@ How requests map onto llama.cpp:
 - `top_logprobs=k` reads each generated token's distribution from the logits llama.cpp computes
   for sampling anyway (no `logits_all`, whose buffer would cost n_ctx x vocabulary floats), so
   it keeps the prompt-prefix reuse below and costs a softmax per generated token.
+- Decoding stops once the answer has fallen into a loop (`repeating_tail`: the same stretch of
+  tokens three times back to back, 64 tokens or more in all; a small model can write one
+  paragraph until the output cap). The answer keeps one copy and its `finish_reason` is
+  "repetition", so the caller knows it was cut, as with "length".
 - One llama.cpp instance per weights file and settings is shared by every `LocalModel` in the
   process. Requests run one at a time on that instance's own thread, so the event loop (and the
   activity heartbeats on it) stays free, and the model is never entered by two threads.
@@ -116,6 +120,63 @@ arguments inside <tool_call></tool_call> tags, one block per call:
 {%- if add_generation_prompt %}<|im_start|>assistant
 {% endif -%}
 """
+
+
+REPEAT_COPIES = 3
+"""How many back-to-back copies of one stretch of tokens make an answer a loop."""
+REPEAT_MIN_TOKENS = 64
+"""The fewest tokens those copies must span (so a short repeated token, a run of spaces or
+digits, is not a loop)."""
+REPEAT_MAX_PERIOD = 256
+"""The longest repeated stretch looked for, in tokens."""
+REPEAT_CHECK_EVERY = 8
+"""Decoding checks for a loop every this many tokens."""
+
+
+def repeating_tail(
+    tokens: Sequence[int],
+    *,
+    copies: int = REPEAT_COPIES,
+    min_tokens: int = REPEAT_MIN_TOKENS,
+    max_period: int = REPEAT_MAX_PERIOD,
+) -> int | None:
+    """Where to cut `tokens` when they end in a loop, or None when they do not.
+
+    A loop is a stretch of tokens repeated back to back at least `copies` times, spanning at least
+    `min_tokens` (the shortest such period is taken). The cut keeps everything before the loop
+    and its first copy: `tokens[:cut]`."""
+    ids = np.asarray(tokens)
+    n = len(ids)
+    for period in range(1, min(max_period, n // copies) + 1):
+        span = max(min_tokens, period * copies)
+        if span > n:
+            break
+        if np.array_equal(ids[n - span : n - period], ids[n - span + period :]):
+            start = n - span
+            while start > 0 and ids[start - 1] == ids[start - 1 + period]:
+                start -= 1
+            return start + period
+    return None
+
+
+class _LoopGuard:
+    """A llama.cpp stopping criterion: stops decoding when the output since `prompt_tokens` has
+    fallen into a loop (`repeating_tail`), and remembers where to cut it."""
+
+    def __init__(self, prompt_tokens: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.cut: int | None = None
+        self._checked = 0
+
+    def check(self, output: Sequence[int]) -> bool:
+        if len(output) - self._checked < REPEAT_CHECK_EVERY:
+            return False
+        self._checked = len(output)
+        self.cut = repeating_tail(output)
+        return self.cut is not None
+
+    def __call__(self, input_ids: Any, _logits: Any) -> bool:
+        return self.check(input_ids[self.prompt_tokens :])
 
 
 @dataclass
@@ -504,10 +565,12 @@ class LocalModel:
         started = time.monotonic()
         first_token_at: list[float] = []
 
-        def stop(_input_ids: Any, _logits: Any) -> bool:
+        guard = _LoopGuard(len(tokens))
+
+        def stop(input_ids: Any, logits: Any) -> bool:
             if not first_token_at:
                 first_token_at.append(time.monotonic())
-            return cancelled.is_set()
+            return cancelled.is_set() or (input_ids is not None and guard(input_ids, logits))
 
         import llama_cpp
 
@@ -516,7 +579,7 @@ class LocalModel:
             stops.append("<tool_call>")
         if top_logprobs is not None:
             text, finish_reason, output_tokens, logprobs = self._decode_with_logprobs(
-                tokens, grammar, min(max_output_tokens, room), stops, top_logprobs, stop
+                tokens, grammar, min(max_output_tokens, room), stops, top_logprobs, stop, guard
             )
             if cancelled.is_set():
                 raise _Cancelled()
@@ -543,6 +606,11 @@ class LocalModel:
             raise _Cancelled()
         finished = time.monotonic()
         choice = result["choices"][0]
+        text, finish_reason = choice["text"], choice.get("finish_reason") or "stop"
+        if guard.cut is not None:
+            output = llm._input_ids[len(tokens) :].tolist()
+            text = llm.detokenize(output[: guard.cut], prev_tokens=tokens).decode("utf-8", "ignore")
+            finish_reason = "repetition"
         usage = Usage(
             input_tokens=result["usage"]["prompt_tokens"],
             output_tokens=result["usage"]["completion_tokens"],
@@ -554,7 +622,7 @@ class LocalModel:
             prompt_seconds=(first_token_at[0] if first_token_at else finished) - started,
             total_seconds=finished - started,
         )
-        return choice["text"], choice.get("finish_reason") or "stop", usage, None
+        return text, finish_reason, usage, None
 
     def _decode_with_logprobs(
         self,
@@ -564,6 +632,7 @@ class LocalModel:
         stops: list[str],
         top_logprobs: int,
         stop: Any,
+        guard: _LoopGuard,
     ) -> tuple[str, str, int, list[TokenLogprob]]:
         """Decode like `create_completion` (same sampler, stops and prefix reuse) while recording
         each step's log probabilities; returns (text, finish reason, tokens, logprobs).
@@ -605,6 +674,10 @@ class LocalModel:
             found = [text.index(s) for s in stop_bytes if s in text]
             if found:
                 cut, finish_reason = min(found), "stop"
+                break
+            if guard.check(completion):
+                loop_end = guard.cut or len(completion)
+                cut, finish_reason = ends[loop_end - 1], "repetition"
                 break
             if len(completion) >= max_tokens:
                 break

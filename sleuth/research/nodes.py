@@ -449,15 +449,7 @@ async def _written_report(
     parsed, error = _validate(spec.output_schema, response)
     first = response
     if error is not None:
-        repair = [
-            *messages,
-            Message(role="assistant", content=response.text),
-            Message(
-                role="user",
-                content=f"That does not match the required schema: {error}. Reply with only a JSON "
-                "object that matches it, with the same report: fix only what the error names.",
-            ),
-        ]
+        repair = _repair_request(messages, response, error)
         response = await model.request(
             repair, output_schema=schema, max_output_tokens=spec.max_output_tokens
         )
@@ -471,6 +463,36 @@ async def _written_report(
         "structured_output": parsed,
         "output_error": None,
     }
+
+
+CUT_NOTE = (
+    "(A first answer {reason} and was cut off before it ended. Write a shorter report: state "
+    "each fact once, in one sentence, and do not repeat yourself.)"
+)
+"""What a writer asked again after a cut answer reads after its task."""
+CUT_REASONS = {"length": "ran past the length limit", "repetition": "began repeating itself"}
+"""The finish reasons of an answer cut off before its end, and how the writer is told."""
+
+
+def _repair_request(messages: list[Message], response: ModelResponse, error: str) -> list[Message]:
+    """The request for a report that did not validate. A complete answer goes back with the
+    error to fix. An answer cut off (at the output cap, or a loop the local model stopped) does
+    not: shown its runaway text, a small writer writes it again. The task is asked again with a
+    note to say each fact once (the request's prefix is unchanged, so a local model reuses it)."""
+    reason = CUT_REASONS.get(response.finish_reason or "")
+    if reason is None:
+        return [
+            *messages,
+            Message(role="assistant", content=response.text),
+            Message(
+                role="user",
+                content=f"That does not match the required schema: {error}. Reply with only a JSON "
+                "object that matches it, with the same report: fix only what the error names.",
+            ),
+        ]
+    last = messages[-1]
+    note = CUT_NOTE.format(reason=reason)
+    return [*messages[:-1], last.model_copy(update={"content": f"{last.content}\n\n{note}"})]
 
 
 def _unvalidated_prose(response: ModelResponse) -> str:
@@ -586,8 +608,10 @@ def node_of_request(messages: Sequence[Message]) -> Node:
     one of `NODES`; requests of the execute agent return `Node.EXECUTE`."""
     system = next((m.content for m in messages if m.role == "system"), "")
     if system == WRITER_PROMPT:
-        # The writer's own message (a schema repair turn comes after it).
+        # The writer's own message (a schema repair turn comes after it; a cut answer's retry
+        # adds CUT_NOTE to it).
         task = next((m.content for m in messages if m.role == "user"), "")
+        task = task.split("\n\n" + CUT_NOTE[: CUT_NOTE.index("{")], 1)[0]
         for node in WRITERS:
             if task.endswith(NODE_PROMPTS[node]):
                 return node
