@@ -177,15 +177,29 @@ def test_an_answer_that_repeats_one_stretch_three_times_is_cut_after_the_first_c
     assert repeating_tail(looping) == len(intro) + len(cycle)
     # Cut part-way through a copy: the cut still keeps exactly one whole copy.
     assert repeating_tail([*looping, *cycle[:7]]) == len(intro) + len(cycle)
-    # A short repeated token (a run of one token) needs 64 tokens before it counts.
-    assert repeating_tail([*intro, *([7] * 63)]) is None
+    # A short repeated token (a run of one token) needs about 64 tokens before it counts (the
+    # stretch compared may hold a token or two from before the run).
+    assert repeating_tail([*intro, *([7] * 57)]) is None
+    assert repeating_tail([*intro, *([7] * 60)]) == len(intro) + 1
     assert repeating_tail([*intro, *([7] * 64)]) == len(intro) + 1
+
+
+def test_a_loop_that_counts_is_a_loop() -> None:
+    """The 1.5B's causal chain: "9. [1] -> [10] A class definition is ...", "10. [1] -> [11] A
+    class definition is ...", until the cap: each copy differs from the last in two tokens."""
+    sentence = list(range(500, 540))
+    items = [[2000 + k, 7, 3000 + k, *sentence] for k in range(1, 9)]
+    looping = [*range(100, 120), *(token for item in items for token in item)]
+    cut = repeating_tail(looping)
+    # The first item is kept (and the counter that begins the second, where copies differ).
+    assert cut is not None and 20 + len(items[0]) <= cut <= 20 + len(items[0]) + 1
 
 
 def test_text_that_repeats_less_than_three_times_or_varies_is_not_a_loop() -> None:
     cycle = list(range(500, 540))
     assert repeating_tail([*range(60), *cycle, *cycle]) is None  # twice is a quotation
-    varied = [*cycle, *cycle[:-1], 9, *cycle]  # one token differs in the middle copy
+    # Copies that differ in more than one token in ten are not a loop.
+    varied = [*cycle, *cycle[:-5], 1, 2, 3, 4, 5, *cycle]
     assert repeating_tail(varied) is None
     assert repeating_tail(list(range(1000))) is None
     assert repeating_tail([]) is None

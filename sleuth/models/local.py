@@ -19,8 +19,8 @@ How requests map onto llama.cpp:
   for sampling anyway (no `logits_all`, whose buffer would cost n_ctx x vocabulary floats), so
   it keeps the prompt-prefix reuse below and costs a softmax per generated token.
 - Decoding stops once the answer has fallen into a loop (`repeating_tail`: the same stretch of
-  tokens three times back to back, 64 tokens or more in all; a small model can write one
-  paragraph until the output cap). The answer keeps one copy and its `finish_reason` is
+  tokens three times back to back, 64 tokens or more in all, alike but for one token in ten; a
+  small model can write one paragraph until the output cap). The answer keeps one copy and its `finish_reason` is
   "repetition", so the caller knows it was cut, as with "length".
 - One llama.cpp instance per weights file and settings is shared by every `LocalModel` in the
   process. Requests run one at a time on that instance's own thread, so the event loop (and the
@@ -129,6 +129,8 @@ REPEAT_MIN_TOKENS = 64
 digits, is not a loop)."""
 REPEAT_MAX_PERIOD = 256
 """The longest repeated stretch looked for, in tokens."""
+REPEAT_MISMATCH = 0.1
+"""The share of tokens in which the copies of a loop may differ."""
 REPEAT_CHECK_EVERY = 8
 """Decoding checks for a loop every this many tokens."""
 
@@ -143,7 +145,8 @@ def repeating_tail(
     """Where to cut `tokens` when they end in a loop, or None when they do not.
 
     A loop is a stretch of tokens repeated back to back at least `copies` times, spanning at least
-    `min_tokens` (the shortest such period is taken). The cut keeps everything before the loop
+    `min_tokens`, the copies alike but for at most one token in ten (a counter that goes up each
+    time); the shortest such period is taken. The cut keeps everything before the loop
     and its first copy: `tokens[:cut]`."""
     ids = np.asarray(tokens)
     n = len(ids)
@@ -151,12 +154,25 @@ def repeating_tail(
         span = max(min_tokens, period * copies)
         if span > n:
             break
-        if np.array_equal(ids[n - span : n - period], ids[n - span + period :]):
+        if _alike(ids[n - span : n - period], ids[n - span + period :]):
             start = n - span
+            while ids[start] != ids[start + period]:  # the stretch may begin before the loop
+                start += 1
+            while start >= period and _alike(
+                ids[start - period : start], ids[start : start + period]
+            ):
+                start -= period
             while start > 0 and ids[start - 1] == ids[start - 1 + period]:
                 start -= 1
             return start + period
     return None
+
+
+def _alike(left: np.ndarray, right: np.ndarray) -> bool:
+    """Whether two equally long stretches of tokens are the same but for at most one token in
+    `REPEAT_MISMATCH` (a loop that counts, "9. [1] -> [10] A class ...", "10. [1] -> [11] A
+    class ...", is still a loop)."""
+    return len(left) > 0 and int(np.count_nonzero(left != right)) <= len(left) * REPEAT_MISMATCH
 
 
 class _LoopGuard:
