@@ -342,7 +342,16 @@ async def test_a_durable_research_run_end_to_end(
     assert nodes[0] == "plan"
     assert executes >= 1 and nodes[1 + executes : 3 + executes] == ["summarize", "grounding_eval"]
     assert state["evidence"] and {e["tool"] for e in state["evidence"]} == {"acme_notes"}
-    assert AcmeReport.model_validate(state["structured_output"]).summary.strip()
+    # The writer answered in json_object mode with the schema in its prompt. The 0.5B does not
+    # always fill it in (it has written `"key_findings": [[1], 2]` and then, asked to repair,
+    # dropped the field); then the run records why and keeps the report's prose. Schema-valid
+    # answers in each mode are test_structured_output_in_each_mode_the_server_supports's subject.
+    if state["structured_output"] is not None:
+        assert AcmeReport.model_validate(state["structured_output"]).summary.strip()
+    else:
+        assert "key_findings" in state["output_error"] or "summary" in state["output_error"]
+        assert "errors.pydantic.dev" not in state["output_error"]
+    assert state["summary"].strip()
     assert 0.0 <= state["grounding_score"] <= 1.0 and state["end_reason"]
     # The summarize node found json_schema refused and switched; the judge then used json_object.
     assert MEMORY.structured_mode(OpenAIModel(MODEL_NAME).server) == "json_object"

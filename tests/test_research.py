@@ -204,6 +204,27 @@ async def test_a_report_cut_at_the_output_cap_is_read_for_what_it_completed() ->
     assert [c["claim"] for c in state["claims"]] == [FACT, finding]
 
 
+async def test_the_repair_turn_names_each_failed_field_and_what_was_given() -> None:
+    """The 0.5B (json_object mode on llama.cpp's server) wrote `"key_findings": [[1], 2]`; the
+    repair turn says which fields failed, what they should be and what they were, without
+    pydantic's documentation links."""
+    bad = {"summary": FACT, "key_findings": [[1], 2], "confidence": 0.5}
+    calls: list[ModelCall] = []
+
+    def summarize(call: ModelCall) -> ModelResponse:
+        calls.append(call)
+        return text(json.dumps(bad if len(calls) == 1 else {"summary": FACT}))
+
+    state = await _one_pass_report(summarize)
+    repair = calls[1].messages[-1].content
+    assert repair.startswith(
+        "That does not match the required schema: key_findings.0: Input should be a valid "
+        "string, not [1]; key_findings.1: Input should be a valid string, not 2."
+    )
+    assert "pydantic.dev" not in repair
+    assert state["output_error"].startswith("key_findings: missing; confidence: missing")
+
+
 @pytest.mark.parametrize("reason", ["repetition", "length"])
 async def test_a_cut_answer_is_asked_again_shorter_without_its_runaway_text(reason: str) -> None:
     """The 1.5B wrote one sentence over and over in its summary until the answer was cut (by the
