@@ -98,7 +98,7 @@ class Tool:
         except ValidationError as exc:
             return ToolResult(
                 ok=False,
-                content=f"Invalid arguments for tool {self.name!r}: {_short_validation(exc)}",
+                content=f"Invalid arguments for tool {self.name!r}: {validation_problems(exc)}",
                 error="invalid_arguments",
             )
         if self.account_parameter is not None:
@@ -128,12 +128,26 @@ class Tool:
         return f"Tool({self.name!r})"
 
 
-def _short_validation(exc: ValidationError) -> str:
-    parts = []
+def validation_problems(
+    exc: ValidationError, *, whole: str = "(arguments)", given: bool = False
+) -> str:
+    """A validation error as a model can act on it, one `field: problem` per failure, without
+    pydantic's links. `whole` names an error of the whole value; with `given`, each problem also
+    says what was given ("key_findings.0: Input should be a valid string, not [1]") and a missing
+    field reads "missing"."""
+    problems = []
     for error in exc.errors():
-        location = ".".join(str(p) for p in error["loc"]) or "(arguments)"
-        parts.append(f"{location}: {error['msg']}")
-    return "; ".join(parts)
+        where = ".".join(str(part) for part in error["loc"]) or whole
+        if not given:
+            problems.append(f"{where}: {error['msg']}")
+        elif error["type"] == "missing":
+            problems.append(f"{where}: missing")
+        else:
+            value = json.dumps(error.get("input"), default=str)
+            if len(value) > 80:
+                value = value[:77] + "..."
+            problems.append(f"{where}: {error['msg']}, not {value}")
+    return "; ".join(problems)
 
 
 @overload

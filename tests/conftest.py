@@ -120,11 +120,11 @@ def chroma_url() -> Iterator[str]:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    from tests.timeouts import FACTOR_ENV, timeout_factor
+    from tests.timeouts import FACTOR_ENV, parallel_peers, timeout_factor
 
     # The header is the controller's; each xdist worker counts the other workers as load.
     workers = config.getoption("numprocesses", None)
-    peers = max(0, workers - 1) if isinstance(workers, int) else 0
+    peers = parallel_peers(workers if isinstance(workers, int) else 1)
     return (
         f"test timeouts x{timeout_factor(peers):g} "
         f"({FACTOR_ENV}, or from the load average and the other test processes when unset)"

@@ -43,13 +43,15 @@ def timeout_factor(peers: int | None = None) -> float:
     return load_factor((load + peers) / (os.cpu_count() or 1))
 
 
-def parallel_peers() -> int:
+def parallel_peers(workers: int | None = None) -> int:
     """How many other test processes run beside this one: under pytest-xdist (`-n N`), N - 1
-    workers that the load average at collection time does not show yet."""
-    try:
-        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    except ValueError:
-        return 0
+    workers that the load average at collection time does not show yet. `workers`: N, else this
+    worker's `$PYTEST_XDIST_WORKER_COUNT`."""
+    if workers is None:
+        try:
+            workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        except ValueError:
+            return 0
     return max(0, workers - 1)
 
 

@@ -184,15 +184,16 @@ class _LoopGuard:
         self.cut: int | None = None
         self._checked = 0
 
-    def check(self, output: Sequence[int]) -> bool:
-        if len(output) - self._checked < REPEAT_CHECK_EVERY:
-            return False
-        self._checked = len(output)
-        self.cut = repeating_tail(output)
-        return self.cut is not None
+    def check(self, output: Sequence[int]) -> int | None:
+        """Where to cut `output` once it loops (kept in `cut`), else None; looked for every
+        `REPEAT_CHECK_EVERY` tokens."""
+        if len(output) - self._checked >= REPEAT_CHECK_EVERY:
+            self._checked = len(output)
+            self.cut = repeating_tail(output)
+        return self.cut
 
     def __call__(self, input_ids: Any, _logits: Any) -> bool:
-        return self.check(input_ids[self.prompt_tokens :])
+        return self.check(input_ids[self.prompt_tokens :]) is not None
 
 
 @dataclass
@@ -691,8 +692,8 @@ class LocalModel:
             if found:
                 cut, finish_reason = min(found), "stop"
                 break
-            if guard.check(completion):
-                loop_end = guard.cut or len(completion)
+            loop_end = guard.check(completion)
+            if loop_end is not None:
                 cut, finish_reason = ends[loop_end - 1], "repetition"
                 break
             if len(completion) >= max_tokens:

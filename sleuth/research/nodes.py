@@ -11,7 +11,6 @@ is not made (`BudgetSpent`), and the run ends `budget_exhausted`.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +44,7 @@ from sleuth.research.router import Node
 from sleuth.research.state import ClaimRecord, ResearchState
 from sleuth.state import LoopState
 from sleuth.telemetry import model_request
+from sleuth.tools import validation_problems
 
 if TYPE_CHECKING:
     from sleuth.research.spec import DatastoreSource, ResearchSpec
@@ -526,7 +526,7 @@ def _validate(
     try:
         valid: dict[str, Any] = schema.model_validate(data).model_dump(mode="json")
     except ValidationError as exc:
-        return None, validation_problems(exc)
+        return None, validation_problems(exc, whole="the answer", given=True)
     try:
         deduped: dict[str, Any] = schema.model_validate(dedupe_text_lists(valid)).model_dump(
             mode="json"
@@ -534,23 +534,6 @@ def _validate(
     except ValidationError:
         return valid, None  # e.g. a list with a minimum length: keep the model's own list
     return deduped, None
-
-
-def validation_problems(exc: ValidationError) -> str:
-    """A schema error as a writer can act on it: each field that failed, what it should be and
-    what was given, without pydantic's links ("key_findings.0: Input should be a valid string,
-    not [1]")."""
-    problems = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"]) or "the answer"
-        if error["type"] == "missing":
-            problems.append(f"{where}: missing")
-            continue
-        given = json.dumps(error.get("input"), default=str)
-        if len(given) > 80:
-            given = given[:77] + "..."
-        problems.append(f"{where}: {error['msg']}, not {given}")
-    return "; ".join(problems)
 
 
 def report_text(structured: Mapping[str, Any]) -> str:
