@@ -34,6 +34,13 @@ FACTS = {
     "finally": "A with statement is like a try/finally statement: the exit code always runs.",
 }
 SUMMARY = " ".join(FACTS.values())
+REWORDED = {
+    "receive": "The exception type, value and traceback are the three arguments __exit__ receives.",
+    "suppress": "The exception is suppressed if __exit__ returns a true value.",
+    "finally": "The exit code always runs: a with statement is like a try/finally statement.",
+}
+REWORDED_SUMMARY = " ".join(REWORDED.values())
+"""What a rewrite of `SUMMARY` says (`ResearchScript.rewrite`)."""
 _PART = re.compile(r"Research this part of the question \(part \d+ of \d+\):\n(?P<part>.+)")
 
 
@@ -87,5 +94,6 @@ def three_part_script(verdicts: list[bool] | None = None) -> ResearchScript:
         verdicts=verdicts or [True],
         sub_questions=list(SUB_QUESTIONS),
         summary=SUMMARY,
+        rewrite=REWORDED_SUMMARY,
         execute_turn=search_turn,
     )

@@ -5,6 +5,11 @@ across worker restarts. The judge's verdict for each grounding eval comes from `
 entry per report written (summarize, then each regenerate; True = every claim grounded): the
 claim-level judge asks once per claim, and answers `Yes` or `No` as a judge without token
 probabilities does. Once exhausted the last entry repeats.
+
+Reports written one after another alternate between `summary` and `rewrite` (the same fact in
+other words), as a real rewrite would: a grounding eval does not ask the judge again about a
+claim the previous eval asked about against the same passages (it reuses that answer), so a
+report repeated word for word would keep its verdict whatever `verdicts` says next.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import node_of_request
 
 FACT = "The CRM market grew 12 percent in 2024 according to Gartner."
+REWORDED = "According to Gartner, the CRM market grew 12 percent in 2024."
 
 
 def tool_rounds(call: ModelCall) -> int:
@@ -35,6 +41,8 @@ class ResearchScript:
     """The name of the tool's argument the execute agent fills in."""
     tool_calls_per_round: int = 1
     summary: str = "The CRM market grew 12 percent in 2024 according to Gartner."
+    rewrite: str = REWORDED
+    """What the second, fourth, … report says instead of `summary`."""
     execute_turn: Callable[[ModelCall], ModelResponse] | None = None
     sub_questions: list[str] = field(default_factory=lambda: ["How fast did the CRM market grow?"])
     """What the plan node answers (a JSON array of these)."""
@@ -56,7 +64,7 @@ class ResearchScript:
             return text("Vendor consolidation -> CRM growth [1]")
         if node in ("summarize", "regenerate"):
             self._written += 1
-            return text(self.summary)
+            return text(self.summary if self._written % 2 else self.rewrite)
         if node == "replan":
             return text("Look up the CRM market growth figure for 2024.")
         if node == "plan":

@@ -478,3 +478,56 @@ def test_a_second_answer_without_token_probabilities_counts_the_first_twice() ->
         calibration.combine(0.8, features, 0.8)
     )
     assert calibration.combine(0.8, features, 0.2) < calibration.combine(0.8, features, 0.8)
+
+
+async def test_an_earlier_answer_to_the_same_question_is_reused_not_asked_again() -> None:
+    """A later grounding (after a regeneration or a replan) passes the earlier verdicts'
+    answers: a claim asked about against the same passages by the same judge is not asked
+    again, and its verdict is the one it had; a new claim, other passages or another judge
+    are asked."""
+    first_judge = judge_by({SUPPRESSED: 0.9, FOUR_GIB: 0.2})
+    first = await ground_claims([SUPPRESSED, FOUR_GIB], trail(), first_judge)
+    assert len(first_judge.calls) == 4  # two claims, two questions each
+    earlier = [v.answer for v in first.claims if v.answer is not None]
+    assert len(earlier) == 2 and all(a.quote is not None for a in earlier)
+
+    # The new judge would answer differently: the verdict kept shows it was not asked.
+    later_judge = judge_by({SUPPRESSED: 0.1, BOTH_PASSAGES: 0.7})
+    later = await ground_claims([SUPPRESSED, BOTH_PASSAGES], trail(), later_judge, earlier=earlier)
+    assert sorted(claim_of(c) for c in later_judge.calls) == [BOTH_PASSAGES, BOTH_PASSAGES]
+    assert later.claims[0] == first.claims[0]
+    assert later.claims[1].model_score == pytest.approx(0.7)
+    # The judge's answers being known to carry token probabilities, one answer token will do.
+    assert [c.max_output_tokens for c in later_judge.calls] == [1, 1]
+
+    # The same claim against other passages is a new question.
+    row = {**WITH_ROWS[0], "text": WITH_ROWS[0]["text"] + " Otherwise it propagates."}
+    moved = [trail()[0].model_copy(update={"output": json.dumps([row, WITH_ROWS[1]])})]
+    other_passages = judge_by({SUPPRESSED: 0.1})
+    again = await ground_claims([SUPPRESSED], moved, other_passages, earlier=earlier)
+    # (Its quoted sentence is the same, so the second question's answer still stands.)
+    assert [c.system_text for c in other_passages.calls] == [JUDGE_SYSTEM]
+    assert again.claims[0].model_score == pytest.approx(0.1)
+    assert again.claims[0].quote_score == first.claims[0].quote_score
+
+    # So is the same question to another judge.
+    other = judge_by({SUPPRESSED: 0.1})
+    other.name = "another-judge"
+    renamed = await ground_claims([SUPPRESSED], trail(), other, earlier=earlier)
+    assert len(other.calls) == 2 and renamed.claims[0].model_score == pytest.approx(0.1)
+
+
+async def test_a_reused_generated_verdict_keeps_the_passages_it_named() -> None:
+    verdict_judge = ScriptedModel(responder=lambda call: text("Yes [1]"))
+    first = await ground_claims([SUPPRESSED], trail(), verdict_judge)
+    (verdict,) = first.claims
+    assert verdict.answer is not None and verdict.answer.method == "verdict"
+    assert verdict.answer.cited == [1] and verdict.answer.quote is None
+
+    refusing = ScriptedModel(responder=lambda call: text("No"))
+    later = await ground_claims([SUPPRESSED, FOUR_GIB], trail(), refusing, earlier=[verdict.answer])
+    assert later.claims[0] == verdict and later.method == "verdict"
+    # Only the new claim was asked, with room for a generated verdict and its passages.
+    [call] = refusing.calls
+    assert claim_of(call) == FOUR_GIB and call.max_output_tokens == ANSWER_TOKENS
+    assert not later.claims[1].grounded

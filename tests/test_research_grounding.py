@@ -142,6 +142,11 @@ def check_regenerated(report: ResearchReport, writer: Writer) -> None:
     assert FALSIFIED in unsupported and TRUE_CLAIM not in unsupported
     assert "numbers: 55" in unsupported and f'"{FACT}"' in unsupported
     assert [c.claim for c in report.claims] == [TRUE_CLAIM]
+    # The first eval asked both of the judge's questions about each of its two claims; the
+    # second asked nothing: the rewrite kept the true sentence word for word, against the same
+    # passages, so its answers were reused.
+    judged = writer.prompts[Node.GROUNDING_EVAL]
+    assert len(judged) == 4 and sum(f"Claim: {TRUE_CLAIM[:-5]}." in p for p in judged) == 2
     [claim] = report.claims
     assert claim.grounded and claim.model_score == 0.95
     assert claim.citations[0].quote == FACT and claim.evidence_text == [FACT]

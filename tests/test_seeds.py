@@ -25,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from sleuth.grounding.scoring import JUDGE_SYSTEM
 from sleuth.models.base import ModelResponse
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
-from tests.research_scripts import FACT, ResearchScript
+from tests.research_scripts import FACT, REWORDED, ResearchScript
 
 # -- shared seed fixtures: the knowledge base the pages' tools read --------------------------
 
@@ -637,6 +637,7 @@ class Report(BaseModel):
 
 
 REPORT_JSON = json.dumps({"summary": FACT, "key_findings": [FACT], "confidence": 0.8})
+REWORDED_JSON = json.dumps({"summary": REWORDED, "key_findings": [REWORDED], "confidence": 0.8})
 
 
 @pytest.mark.parametrize("seed", ["000", "001"])
@@ -665,7 +666,11 @@ async def test_create_research_workflow(seed: str, capsys: pytest.CaptureFixture
         return "submitted"
 
     script = ResearchScript(
-        verdicts=[False, True], tool_name="search_kb", tool_argument="query", summary=REPORT_JSON
+        verdicts=[False, True],
+        tool_name="search_kb",
+        tool_argument="query",
+        summary=REPORT_JSON,
+        rewrite=REWORDED_JSON,
     )
 
     def get_model() -> ScriptedModel:
@@ -689,7 +694,8 @@ async def test_create_research_workflow(seed: str, capsys: pytest.CaptureFixture
     print(f"grounding: {result.final_state['grounding_score']:.0%}")
     print(f"replans used: {result.final_state['replan_count']}")
 
-    assert isinstance(report, Report) and report.key_findings == [FACT]
+    # The regenerated report (the fact in other words) is the one grounded.
+    assert isinstance(report, Report) and report.key_findings == [REWORDED]
     # Below the threshold, regenerations are spent first (seed 000, the newer page), then the
     # run is grounded: no replan needed.
     assert capsys.readouterr().out == "grounding: 100%\nreplans used: 0\n"

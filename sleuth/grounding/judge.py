@@ -11,7 +11,9 @@ verbatim from the evidence.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -27,9 +29,22 @@ from sleuth.grounding.passages import (
     sentence_spans,
     split_passages,
 )
-from sleuth.grounding.scoring import ANSWER_TOKENS, ModelScore, score_claim, score_quote
-from sleuth.grounding.verdicts import Citation, ClaimVerdict, GroundingReport, Method
-from sleuth.models.base import Model
+from sleuth.grounding.scoring import (
+    ANSWER_TOKENS,
+    ModelScore,
+    judge_messages,
+    quote_messages,
+    score_claim,
+    score_quote,
+)
+from sleuth.grounding.verdicts import (
+    Citation,
+    ClaimVerdict,
+    GroundingReport,
+    JudgeAnswer,
+    Method,
+)
+from sleuth.models.base import Message, Model
 from sleuth.rag.embeddings import Embedder
 from sleuth.state import EvidenceItem
 
@@ -49,6 +64,8 @@ class _Judged:
     model: ModelScore | None = None
     quote: float | None = None
     """The judge's P(Yes) for the second question (its quoted sentence), when asked."""
+    key: str = ""
+    """Digest of the first question (`question_key`), for reusing its answer later."""
 
     @cached_property
     def closest(self) -> Citation:
@@ -68,6 +85,7 @@ async def ground_claims(
     passages_per_claim: int = PASSAGES_PER_CLAIM,
     concurrency: int = 4,
     quote_question: bool | None = None,
+    earlier: Iterable[JudgeAnswer] = (),
 ) -> GroundingReport:
     """Judge each claim against the evidence passages that match it best.
 
@@ -79,6 +97,9 @@ async def ground_claims(
     - `quote_question`: ask a judge with token probabilities the second question (does the
       claim's quoted sentence say what it says?); None asks it when the judge's calibration
       weighs it (the default local models'), False never (faster, less accurate).
+    - `earlier`: the judge's answers from an earlier grounding (`ClaimVerdict.answer`): a
+      question asked then (same judge, claim and passages) is answered from them, not asked
+      again. The research graph passes the previous grounding eval's answers.
     - `concurrency`: requests in flight at once (a local model still runs them one by one, in
       an order that lets claims sharing passages reuse the cached prompt).
 
@@ -108,15 +129,25 @@ async def ground_claims(
     for item in judged:
         if item.passages:
             item.checks = run_checks(item.claim, item.passages, evidence_text)
+    known = {answer.key: answer for answer in earlier}
+    known_quotes = {a.quote_key: a.quote for a in known.values() if a.quote is not None}
     if judge is not None:
+        for item in judged:
+            if item.passages:
+                item.key = question_key(judge_name, judge_messages(item.claim, item.shown))
+                if item.key in known:
+                    answer = known[item.key]
+                    item.model = ModelScore(answer.probability, answer.method, list(answer.cited))
         await _ask(judge, [j for j in judged if j.passages], concurrency)
     method = _method(judge, judged)
     calibration = calibration_for(judge_name or None, method)
     asks = calibration.asks_quote if quote_question is None else quote_question
     if judge is not None and method == "logprobs" and asks:
-        await _ask_quotes(judge, [j for j in judged if j.passages], concurrency)
+        await _ask_quotes(
+            judge_name, judge, [j for j in judged if j.passages], known_quotes, concurrency
+        )
     cutoff = calibration.threshold if threshold is None else threshold
-    verdicts = [_verdict(item, calibration, cutoff) for item in judged]
+    verdicts = [_verdict(item, calibration, cutoff, judge_name) for item in judged]
     score = sum(v.grounded for v in verdicts) / len(verdicts)
     return GroundingReport(
         score=round(score, 4),
@@ -137,16 +168,33 @@ async def _index(
     return PassageIndex(passages, vectors[: len(passages)]), vectors[len(passages) :]
 
 
+def question_key(judge_name: str, messages: list[Message]) -> str:
+    """A digest of a question to the judge (its name and the messages it reads): equal keys,
+    equal questions, so an earlier answer can stand in (`JudgeAnswer`)."""
+    text = json.dumps([judge_name, [[m.role, m.content] for m in messages]])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
 async def _ask(judge: Model, judged: list[_Judged], concurrency: int) -> None:
-    """Score every claim. The first answer shows whether the judge returns token probabilities;
-    if it does, the others need only the answer token. Claims sharing passages are sent one
-    after another, so a local judge reuses their cached prompt."""
-    order = sorted(judged, key=lambda j: [(p.evidence, p.row or 0, p.start) for p in j.shown])
+    """Score every claim an earlier answer does not already score. The first answer shows
+    whether the judge returns token probabilities; if it does, the others need only the answer
+    token. Claims sharing passages are sent one after another, so a local judge reuses their
+    cached prompt."""
+    order = sorted(
+        (j for j in judged if j.model is None),
+        key=lambda j: [(p.evidence, p.row or 0, p.start) for p in j.shown],
+    )
     if not order:
         return
-    first = order[0]
-    first.model = await score_claim(judge, first.claim, first.shown)
-    answer_tokens = 1 if first.model.method == "logprobs" else ANSWER_TOKENS
+    methods = {j.model.method for j in judged if j.model is not None}
+    if methods:
+        first_needed = False
+        answer_tokens = 1 if methods == {"logprobs"} else ANSWER_TOKENS
+    else:
+        first_needed = True
+        first = order[0]
+        first.model = await score_claim(judge, first.claim, first.shown)
+        answer_tokens = 1 if first.model.method == "logprobs" else ANSWER_TOKENS
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(item: _Judged) -> None:
@@ -155,18 +203,45 @@ async def _ask(judge: Model, judged: list[_Judged], concurrency: int) -> None:
                 judge, item.claim, item.shown, answer_tokens=answer_tokens
             )
 
-    await asyncio.gather(*(one(item) for item in order[1:]))
+    await asyncio.gather(*(one(item) for item in order[1 if first_needed else 0 :]))
 
 
-async def _ask_quotes(judge: Model, judged: list[_Judged], concurrency: int) -> None:
-    """The second question for every claim: does its quoted sentence say what it says?"""
+async def _ask_quotes(
+    judge_name: str,
+    judge: Model,
+    judged: list[_Judged],
+    known: Mapping[str, float],
+    concurrency: int,
+) -> None:
+    """The second question for every claim: does its quoted sentence say what it says? An
+    earlier answer to the same question stands in for it."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(item: _Judged) -> None:
-        async with gate:
-            item.quote = await score_quote(judge, item.claim, item.closest.quote)
+        item.quote = known.get(_quote_key(judge_name, item))
+        if item.quote is None:
+            async with gate:
+                item.quote = await score_quote(judge, item.claim, item.closest.quote)
 
     await asyncio.gather(*(one(item) for item in judged))
+
+
+def _quote_key(judge_name: str, item: _Judged) -> str:
+    return question_key(judge_name, quote_messages(item.claim, item.closest.quote))
+
+
+def _answer(judge_name: str, item: _Judged) -> JudgeAnswer | None:
+    """What the judge answered about `item`, for a later grounding to reuse."""
+    if item.model is None or not item.key:
+        return None
+    return JudgeAnswer(
+        key=item.key,
+        probability=item.model.probability,
+        method="verdict" if item.model.method == "verdict" else "logprobs",
+        cited=list(item.model.cited),
+        quote_key=_quote_key(judge_name, item) if item.quote is not None else "",
+        quote=item.quote,
+    )
 
 
 def _method(judge: Model | None, judged: list[_Judged]) -> Method:
@@ -179,7 +254,9 @@ def _method(judge: Model | None, judged: list[_Judged]) -> Method:
     return "verdict" if "verdict" in methods else "logprobs"
 
 
-def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVerdict:
+def _verdict(
+    item: _Judged, calibration: Calibration, cutoff: float, judge_name: str
+) -> ClaimVerdict:
     if not item.passages or item.checks is None:
         return ClaimVerdict(claim=item.claim, score=0.0, grounded=False, rationale=NO_EVIDENCE)
     model_probability = item.model.probability if item.model is not None else None
@@ -203,6 +280,7 @@ def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVer
         model_score=round(model_probability, 4) if model_probability is not None else None,
         quote_score=round(item.quote, 4) if item.quote is not None else None,
         features={name: round(value, 4) for name, value in features.items()},
+        answer=_answer(judge_name, item),
     )
 
 

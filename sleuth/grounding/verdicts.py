@@ -42,6 +42,27 @@ class Citation(Record):
         return f"{self.source}#{self.location}" if self.location else self.source
 
 
+class JudgeAnswer(BaseModel):
+    """What the judge model answered about one claim, keyed by the questions it was asked.
+
+    A later grounding of the same run (after a regeneration or a replan) that would ask the
+    same question, the same claim against the same passages, reuses the answer instead of
+    asking again (`ground_claims(earlier=...)`): a claim a rewrite kept costs nothing twice.
+    """
+
+    key: str
+    """Digest of the judge's name and the first question's messages (passages, then claim)."""
+    probability: float
+    """P(supported) from token probabilities, or 1.0/0.0 for a generated Yes/No."""
+    method: Literal["logprobs", "verdict"]
+    cited: list[int] = Field(default_factory=list)
+    """Passage numbers the judge named (only a judge without token probabilities names any)."""
+    quote_key: str = ""
+    """Digest of the judge's name and the second question's messages (empty: not asked)."""
+    quote: float | None = None
+    """The judge's P(Yes) for the second question, when asked."""
+
+
 class ClaimVerdict(BaseModel):
     """How well one claim is supported, and by which evidence items (1-based indices)."""
 
@@ -66,6 +87,9 @@ class ClaimVerdict(BaseModel):
     it)."""
     features: dict[str, float] = Field(default_factory=dict)
     """The checks' measures that `score` combines with `model_score` (see `CheckReport.features`)."""
+    answer: JudgeAnswer | None = None
+    """The judge model's answers behind `model_score` and `quote_score`, for reuse by a later
+    grounding of the same claim against the same passages (None: no judge model asked)."""
 
 
 class GroundingReport(BaseModel):

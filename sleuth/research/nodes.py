@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from sleuth.grounding import ground_claims, split_claims
 from sleuth.grounding.passages import text_key
-from sleuth.grounding.scoring import JUDGE_SYSTEM
+from sleuth.grounding.scoring import JUDGE_SYSTEM, QUOTE_SYSTEM
 from sleuth.jsontext import json_from_text, truncated_json_object
 from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
 from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolSpec, Usage
@@ -280,8 +280,10 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
     """Judge every claim of the report against the evidence passages that match it best
     (`sleuth.grounding.ground_claims`): the score is the share of claims grounded.
 
-    A finding the report states twice (a key finding repeating the summary) is judged once. A
-    claim counts as grounded when its score meets the run's claim threshold (the judge's
+    A finding the report states twice (a key finding repeating the summary) is judged once, and
+    a claim the previous eval already asked the judge about, against the same passages, is
+    answered from that eval (a regeneration keeps the supported sentences). A claim counts as
+    grounded when its score meets the run's claim threshold (the judge's
     calibrated one unless configured); with no evidence, no claim is grounded.
     """
     meter = _Meter(spec.judge, state) if spec.judge is not None else None
@@ -292,6 +294,7 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
         meter,
         threshold=state.claim_threshold,
         embedder=spec.grounding_embedder,
+        earlier=[c.answer for c in state.claims if c.answer is not None],
     )
     records = [
         ClaimRecord(
@@ -305,6 +308,7 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
             checks=verdict.checks,
             model_score=verdict.model_score,
             quote_score=verdict.quote_score,
+            answer=verdict.answer,
         )
         for verdict in report.claims
     ]
@@ -606,8 +610,11 @@ def unsupported_claims(state: ResearchState) -> str:
 
 def node_of_request(messages: Sequence[Message]) -> Node:
     """Which research node sent a model request (for `ScriptedModel(responder=...)` in tests):
-    one of `NODES`; requests of the execute agent return `Node.EXECUTE`."""
+    one of `NODES`; requests of the execute agent return `Node.EXECUTE`. Both of the judge's
+    questions (the passages, then the quoted sentence) are `grounding_eval`'s."""
     system = next((m.content for m in messages if m.role == "system"), "")
+    if system == QUOTE_SYSTEM:
+        return Node.GROUNDING_EVAL
     if system == WRITER_PROMPT:
         # The writer's own message (a schema repair turn comes after it; a cut answer's retry
         # adds CUT_NOTE to it).

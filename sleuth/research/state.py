@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from sleuth.grounding.verdicts import Citation
+from sleuth.grounding.verdicts import Citation, JudgeAnswer
 from sleuth.models.base import Usage
 from sleuth.record import Record
 from sleuth.research.router import EndReason, Node, ResearchDigest
@@ -55,6 +55,9 @@ class ClaimRecord(Record):
     quote_score: float | None = None
     """The judge model's P(Yes) that the claim's quoted sentence says what it says (its second
     question; None when not asked)."""
+    answer: JudgeAnswer | None = None
+    """The judge model's answers behind `model_score` and `quote_score`: the next grounding eval
+    of the run reuses them for a claim it would ask about against the same passages."""
 
 
 class CoveragePassage(Record):
