@@ -14,6 +14,11 @@ tests/test_llama_build.py checks every one of them against it.
   GGUF chat template and KV-cache save/restore. llama.cpp's tools, examples, tests and server are
   already off when it is built as llama-cpp-python's subproject; the flags say so explicitly.
 - pip's build (scikit-build-core with Ninja) compiles in parallel on every core already.
+
+A checkout also carries that build prebuilt: `wheels/` holds llama-cpp-python built with these
+flags (by `scripts/build_llama_wheel.py`, which says what it keeps), tagged for x86-64 Linux with
+glibc 2.34 or newer. The README's commands pass `PIP_WHEEL_FLAGS`, so pip installs it in seconds
+where it fits and builds from source, with `CMAKE_ARGS`, everywhere else.
 """
 
 from __future__ import annotations
@@ -47,11 +52,32 @@ BUILD_MINUTES = 3.5
 model, for the measurement)."""
 
 INSTALL_COMMAND = f'CMAKE_ARGS="{CMAKE_ARGS}" pip install "sleuth[local]"'
-"""The command that installs the local model's runtime (from a checkout: `-e ".[local]"`)."""
+"""The command that installs the local model's runtime (from a checkout, see `CHECKOUT_INSTALL`)."""
+
+WHEEL_DIR = "wheels"
+"""Where a checkout keeps the prebuilt llama-cpp-python wheel (and its SHA256SUMS)."""
+WHEEL_VERSION = "0.3.36"
+"""The llama-cpp-python release the prebuilt wheel is built from."""
+WHEEL_PLATFORM = "manylinux_2_34_x86_64"
+"""Its platform tag: the oldest glibc its symbols allow (pip skips it on older systems)."""
+WHEEL_LIBRARIES = (
+    "libllama.so",
+    "libggml.so",
+    "libggml.so.0",
+    "libggml-base.so.0",
+    "libggml-cpu.so.0",
+)
+"""The libraries the prebuilt wheel keeps: what `import llama_cpp` loads on Linux (`libllama.so`,
+`libggml.so`) and the libraries they name (`scripts/build_llama_wheel.py` drops the rest)."""
+PIP_WHEEL_FLAGS = f"--prefer-binary --find-links {WHEEL_DIR}"
+"""What the README's installs pass pip so it takes the prebuilt wheel (`--prefer-binary`: even
+when PyPI has a newer llama-cpp-python as source only)."""
+CHECKOUT_INSTALL = f'pip install {PIP_WHEEL_FLAGS} -e ".[local]"'
+"""The README main job's install, from a checkout."""
 
 BUILD_NOTE = (
     f"pip builds llama.cpp from source: about {BUILD_MINUTES:g} min on 2 cores, silently unless "
-    "you add -v"
+    f"you add -v (a checkout's {WHEEL_DIR}/ has it prebuilt for x86-64 Linux)"
 )
 """What a person waiting for the install should know."""
 
