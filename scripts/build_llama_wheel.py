@@ -37,8 +37,6 @@ sys.path.insert(0, str(ROOT))
 
 from sleuth.models import llama_build  # noqa: E402
 
-KEPT_LIBRARIES = llama_build.WHEEL_LIBRARIES
-
 
 def run(*command: str, env: dict[str, str] | None = None) -> None:
     print("$", " ".join(command), flush=True)
@@ -75,9 +73,9 @@ def main() -> None:
             shutil.rmtree(tree / junk, ignore_errors=True)
         libraries = tree / "llama_cpp" / "lib"
         for library in libraries.iterdir():
-            if library.name not in KEPT_LIBRARIES:
+            if library.name not in llama_build.WHEEL_LIBRARIES:
                 library.unlink()
-        missing = set(KEPT_LIBRARIES) - {p.name for p in libraries.iterdir()}
+        missing = set(llama_build.WHEEL_LIBRARIES) - {p.name for p in libraries.iterdir()}
         if missing:
             raise SystemExit(f"the build did not produce {sorted(missing)}")
         packed = scratch / "packed"

@@ -66,6 +66,8 @@ class _Judged:
     """The judge's P(Yes) for the second question (its quoted sentence), when asked."""
     key: str = ""
     """Digest of the first question (`question_key`), for reusing its answer later."""
+    quote_key: str = ""
+    """Digest of the second question, once asked (or answered from an earlier answer)."""
 
     @cached_property
     def closest(self) -> Citation:
@@ -147,7 +149,7 @@ async def ground_claims(
             judge_name, judge, [j for j in judged if j.passages], known_quotes, concurrency
         )
     cutoff = calibration.threshold if threshold is None else threshold
-    verdicts = [_verdict(item, calibration, cutoff, judge_name) for item in judged]
+    verdicts = [_verdict(item, calibration, cutoff) for item in judged]
     score = sum(v.grounded for v in verdicts) / len(verdicts)
     return GroundingReport(
         score=round(score, 4),
@@ -187,14 +189,11 @@ async def _ask(judge: Model, judged: list[_Judged], concurrency: int) -> None:
     if not order:
         return
     methods = {j.model.method for j in judged if j.model is not None}
-    if methods:
-        first_needed = False
-        answer_tokens = 1 if methods == {"logprobs"} else ANSWER_TOKENS
-    else:
-        first_needed = True
-        first = order[0]
+    if not methods:
+        first = order.pop(0)
         first.model = await score_claim(judge, first.claim, first.shown)
-        answer_tokens = 1 if first.model.method == "logprobs" else ANSWER_TOKENS
+        methods = {first.model.method}
+    answer_tokens = 1 if methods == {"logprobs"} else ANSWER_TOKENS
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(item: _Judged) -> None:
@@ -203,7 +202,7 @@ async def _ask(judge: Model, judged: list[_Judged], concurrency: int) -> None:
                 judge, item.claim, item.shown, answer_tokens=answer_tokens
             )
 
-    await asyncio.gather(*(one(item) for item in order[1 if first_needed else 0 :]))
+    await asyncio.gather(*(one(item) for item in order))
 
 
 async def _ask_quotes(
@@ -218,7 +217,8 @@ async def _ask_quotes(
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(item: _Judged) -> None:
-        item.quote = known.get(_quote_key(judge_name, item))
+        item.quote_key = question_key(judge_name, quote_messages(item.claim, item.closest.quote))
+        item.quote = known.get(item.quote_key)
         if item.quote is None:
             async with gate:
                 item.quote = await score_quote(judge, item.claim, item.closest.quote)
@@ -226,11 +226,7 @@ async def _ask_quotes(
     await asyncio.gather(*(one(item) for item in judged))
 
 
-def _quote_key(judge_name: str, item: _Judged) -> str:
-    return question_key(judge_name, quote_messages(item.claim, item.closest.quote))
-
-
-def _answer(judge_name: str, item: _Judged) -> JudgeAnswer | None:
+def _answer(item: _Judged) -> JudgeAnswer | None:
     """What the judge answered about `item`, for a later grounding to reuse."""
     if item.model is None or not item.key:
         return None
@@ -239,7 +235,7 @@ def _answer(judge_name: str, item: _Judged) -> JudgeAnswer | None:
         probability=item.model.probability,
         method="verdict" if item.model.method == "verdict" else "logprobs",
         cited=list(item.model.cited),
-        quote_key=_quote_key(judge_name, item) if item.quote is not None else "",
+        quote_key=item.quote_key if item.quote is not None else "",
         quote=item.quote,
     )
 
@@ -254,9 +250,7 @@ def _method(judge: Model | None, judged: list[_Judged]) -> Method:
     return "verdict" if "verdict" in methods else "logprobs"
 
 
-def _verdict(
-    item: _Judged, calibration: Calibration, cutoff: float, judge_name: str
-) -> ClaimVerdict:
+def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVerdict:
     if not item.passages or item.checks is None:
         return ClaimVerdict(claim=item.claim, score=0.0, grounded=False, rationale=NO_EVIDENCE)
     model_probability = item.model.probability if item.model is not None else None
@@ -280,7 +274,7 @@ def _verdict(
         model_score=round(model_probability, 4) if model_probability is not None else None,
         quote_score=round(item.quote, 4) if item.quote is not None else None,
         features={name: round(value, 4) for name, value in features.items()},
-        answer=_answer(judge_name, item),
+        answer=_answer(item),
     )
 
 
