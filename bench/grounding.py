@@ -3,7 +3,7 @@
     python -m bench.grounding [--split test] [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b]
                               [--judges lexical,batched,claim] [--limit GROUPS] [--threads N]
     python -m bench.grounding --split dev --calibrate [--save FILE | --load FILE]
-    python -m bench.grounding --load FILE --recheck [--split test] [--calibrate]
+    python -m bench.grounding --load FILE --recheck [--split test] [--calibrate] [--cv]
 
 The items (`bench/grounding_data/items.json`, built by `python -m bench.grounding_data.build`
 from hand-written claims about three kinds of public text: CPython's language reference,
@@ -11,7 +11,7 @@ Debian changelogs and the Apache License) hold supported claims (verbatim and pa
 unsupported ones, one set per error class: entity, predicate, circumstance, negation, swapped
 roles, and additions the evidence never states. A group is one fact's evidence (a tool call
 that states it and one about something else) and its claims; groups are split into dev (tune
-here) and test (report this).
+here) and test (report this; the calibration is fitted on both, see `--cv`).
 
 Judges, side by side in one run:
 
@@ -25,8 +25,10 @@ Figures per judge and model: AUROC of the score (supported vs not), accuracy of 
 the default threshold, AUROC per error class (supported claims vs that class), and the median
 seconds per claim (a group's wall time over its claims; noisy on a shared machine, so the load
 average is printed with it). `--calibrate` fits the claim judge's combination weights and
-default threshold on the run's items (use the dev split) and prints them as Python for
-`sleuth/grounding/calibration.py`.
+default threshold on the run's items and prints them as Python for
+`sleuth/grounding/calibration.py`; the shipped ones are fitted on both splits (`--split all`),
+so the test split's figures are then in-sample, and `--cv` prints the out-of-sample estimate:
+five-fold cross-validation by group, each fold scored by a calibration fitted on the others.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.grounding import calibration_for, ground_claims, judge_claims
-from sleuth.grounding.calibration import FEATURES, VETO_CAP, logit
+from sleuth.grounding.calibration import FEATURES, VETO_CAP, Calibration, logit
 from sleuth.models import Message, Model, ModelResponse, OutputSchema, ToolSpec, resolve
 from sleuth.state import EvidenceItem
 
@@ -284,6 +286,31 @@ def fit(outcomes: list[Outcome], l2: float = 0.3) -> tuple[float, dict[str, floa
     return round(float(w[0]), 3), weights, best_threshold
 
 
+def cross_validate(outcomes: list[Outcome], folds: int = 5, seed: int = 0) -> list[Outcome]:
+    """Out-of-sample scores for a claim-level judge's outcomes: the groups are dealt into
+    `folds` folds (shuffled by `seed`), and each fold's claims are scored by a calibration
+    fitted on the other folds alone, at that calibration's threshold. A group's claims share
+    its evidence, so they never sit on both sides of a fit."""
+    ids = sorted({o.group for o in outcomes})
+    if len(ids) < folds:
+        raise ValueError(f"cross-validation needs at least {folds} groups, got {len(ids)}")
+    np.random.default_rng(seed).shuffle(ids)
+    scored = []
+    for fold in range(folds):
+        held = set(ids[fold::folds])
+        bias, weights, threshold = fit([o for o in outcomes if o.group not in held])
+        calibration = Calibration("cv", "logprobs", bias, weights, threshold)
+        for o in outcomes:
+            if o.group in held:
+                score = (
+                    calibration.combine(o.model_score, o.features, o.quote_score)
+                    if o.features
+                    else 0.0
+                )
+                scored.append(replace(o, score=score, grounded=score >= threshold))
+    return scored
+
+
 async def main_async(args: argparse.Namespace) -> None:
     judges = [j.strip() for j in args.judges.split(",") if j.strip()]
     model_names = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -325,7 +352,14 @@ async def main_async(args: argparse.Namespace) -> None:
         Path(args.save).write_text(
             json.dumps({f"{j}|{m}": [asdict(o) for o in rows] for (j, m), rows in results.items()})
         )
-    print_table([(j, m, summarize(rows)) for (j, m), rows in results.items()])
+    table = [(j, m, summarize(rows)) for (j, m), rows in results.items()]
+    if args.cv:
+        table += [
+            (f"{j} (CV)", m, summarize(cross_validate(rows)))
+            for (j, m), rows in results.items()
+            if METHODS.get(j) == "logprobs"
+        ]
+    print_table(table)
     if args.calibrate:
         fitted_on = args.load or f"the {args.split} split"
         print(f"\n# fitted on {fitted_on}; paste into sleuth/grounding/calibration.py")
@@ -354,6 +388,12 @@ def main() -> None:
         help="llama.cpp threads (fewer than cores is faster on a busy machine)",
     )
     parser.add_argument("--calibrate", action="store_true", help="fit and print calibrations")
+    parser.add_argument(
+        "--cv",
+        action="store_true",
+        help="also print the claim judge's five-fold cross-validated figures (folds by group; "
+        "each fold scored by a calibration fitted on the others)",
+    )
     parser.add_argument("--save", help="write every claim's outcome to this JSON file")
     parser.add_argument("--load", help="read outcomes saved by --save instead of running judges")
     parser.add_argument(

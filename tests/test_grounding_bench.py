@@ -6,11 +6,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bench.grounding import Outcome, auroc, fit, load_groups, recheck, summarize
+import bench.grounding as bench_grounding
+from bench.grounding import (
+    Outcome,
+    auroc,
+    cross_validate,
+    fit,
+    load_groups,
+    recheck,
+    summarize,
+)
 from bench.grounding_data.build import (
     APACHE,
     ITEMS,
@@ -106,6 +116,43 @@ def test_fit_learns_that_a_check_marks_unsupported_claims() -> None:
     bias, weights, threshold = fit(rows)
     assert weights["numbers"] < -2 and bias > 0
     assert 0.05 <= threshold <= 0.95
+
+
+def test_cross_validation_scores_each_group_by_a_fit_that_never_saw_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = []
+    for number in range(12):
+        # The `numbers` check fires on the unsupported claim of every group but group 0, where
+        # it fires on the supported one.
+        for supported in (True, False):
+            row = outcome("verbatim" if supported else "circumstance", 0.6, supported)
+            fired = (not supported) if number else supported
+            row.features["numbers"] = 1.0 if fired else 0.0
+            rows.append(replace(row, group=f"g{number}"))
+    fitted_on: list[set[str]] = []
+    real_fit = bench_grounding.fit
+
+    def recording_fit(outcomes: list[Outcome]) -> tuple[float, dict[str, float], float]:
+        fitted_on.append({o.group for o in outcomes})
+        return real_fit(outcomes)
+
+    monkeypatch.setattr(bench_grounding, "fit", recording_fit)
+    scored = cross_validate(rows, folds=4)
+    assert sorted((o.group, o.supported) for o in scored) == sorted(
+        (o.group, o.supported) for o in rows
+    )
+    assert len(fitted_on) == 4
+    for groups in fitted_on:
+        assert len(groups) == 9, "each fit leaves one fold of three groups out"
+    held_out = [set(f"g{n}" for n in range(12)) - groups for groups in fitted_on]
+    assert set().union(*held_out) == {f"g{n}" for n in range(12)}
+    # Group 0 contradicts the fits that score it: both its claims come out wrong.
+    group0 = [o for o in scored if o.group == "g0"]
+    assert all(o.grounded != o.supported for o in group0)
+    assert summarize(scored)["accuracy"] == pytest.approx(22 / 24)
+    with pytest.raises(ValueError, match="at least 5 groups"):
+        cross_validate(rows[:4])
 
 
 async def test_recheck_recombines_saved_model_scores_with_todays_checks() -> None:
