@@ -412,3 +412,36 @@ def test_a_writers_schema_repair_turn_is_still_that_writers_request() -> None:
         ]
         assert node_of_request(messages) == node
     assert node_of_request([Message(role="system", content=WRITER_PROMPT)]) == Node.EXECUTE
+
+
+def test_the_writers_are_told_why_a_claim_failed_in_words_not_the_judges_digits() -> None:
+    """The regenerate and replan prompts name each check's finding, else the judge's doubt, and
+    never the judge's probabilities: their last digits move with llama.cpp's batching (a reused
+    answer against a re-asked one), and a writer that sees them can take another path."""
+    from sleuth.grounding.judge import JUDGE_DOUBT
+    from sleuth.research.nodes import unsupported_claims
+    from sleuth.research.state import ClaimRecord, ResearchState
+
+    doubted = ClaimRecord(
+        claim="The with statement was added in Python 2.5.",
+        score=0.31,
+        grounded=False,
+        rationale="judge P(supported)=0.56 (logprobs); quoted sentence P(same)=0.43",
+        model_score=0.5612,
+        quote_score=0.4287,
+    )
+    checked = ClaimRecord(
+        claim="It was added in 3.9.",
+        score=0.04,
+        grounded=False,
+        rationale="judge P(supported)=0.91 (logprobs); numbers: 3.9 is in no passage",
+        model_score=0.91,
+    )
+    kept = ClaimRecord(claim="It calls __exit__.", score=0.9, grounded=True, rationale="x")
+    state = ResearchState(prompt="q?", claims=[doubted, checked, kept])
+    prompt = unsupported_claims(state)
+    assert f"- {doubted.claim}\n  failed: {JUDGE_DOUBT}" in prompt
+    assert f"- {checked.claim}\n  failed: numbers: 3.9 is in no passage" in prompt
+    assert kept.claim not in prompt
+    assert not re.search(r"0\.\d\d", prompt), prompt
+    assert "P(" not in prompt

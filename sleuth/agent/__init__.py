@@ -38,6 +38,7 @@ from sleuth.agent.policies import (
 from sleuth.errors import InvalidSettingError
 from sleuth.events import Event, capture_events, emit
 from sleuth.grounding import GroundingReport, ground_claims, split_claims
+from sleuth.grounding.judge import failure_reason
 from sleuth.jsontext import json_from_text
 from sleuth.limits import (
     BUDGET_EXHAUSTED,
@@ -1027,7 +1028,7 @@ def _find_confidence(value: Any) -> float | None:
 
 
 def _research_more(report: GroundingReport) -> str:
-    lines = "\n".join(f"- {c.claim} ({c.rationale})" for c in report.ungrounded)
+    lines = "\n".join(f"- {c.claim} ({failure_reason(c.rationale)})" for c in report.ungrounded)
     return (
         f"Only {report.score:.0%} of your answer's claims are supported by the tool results so far. "
         f"These claims have no supporting evidence:\n{lines}\nResearch them with your tools, or drop them, "

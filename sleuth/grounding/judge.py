@@ -291,6 +291,23 @@ def _rationale(item: _Judged, calibration: Calibration) -> str:
     return "; ".join(parts) or f"checks only ({calibration.family})"
 
 
+JUDGE_DOUBT = "the judge did not find it stated in the passages"
+"""Why a claim failed when no check names a problem, as the writers are told it."""
+
+
+def failure_reason(rationale: str) -> str:
+    """Why a claim was not grounded, for a prompt that asks a writer to fix it: each check's
+    finding in a verdict's `rationale` (e.g. a number no passage holds), else `JUDGE_DOUBT`;
+    never the judge's probabilities, whose last digits move with llama.cpp's batching (an answer
+    reused against one asked again) and would steer the writer."""
+    findings = [
+        part
+        for part in rationale.split("; ")
+        if part and not part.startswith(("judge P(", "quoted sentence P(", "checks only ("))
+    ]
+    return "; ".join(findings) or JUDGE_DOUBT
+
+
 def quote(claim: str, passages: Sequence[Passage]) -> Citation:
     """A citation of the one or two consecutive sentences of `passages` closest to the claim
     (most shared content words, less 0.2 for each word the claim does not have), cut from a

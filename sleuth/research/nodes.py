@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from sleuth.grounding import ground_claims, split_claims
+from sleuth.grounding.judge import failure_reason
 from sleuth.grounding.passages import text_key
 from sleuth.grounding.scoring import JUDGE_SYSTEM, QUOTE_SYSTEM
 from sleuth.jsontext import json_from_text, truncated_json_object
@@ -597,7 +598,7 @@ def unsupported_claims(state: ResearchState) -> str:
     for claim in state.claims:
         if claim.grounded:
             continue
-        line = f"- {claim.claim}\n  failed: {claim.rationale or 'not supported by the passages'}"
+        line = f"- {claim.claim}\n  failed: {failure_reason(claim.rationale)}"
         if claim.citations:
             closest = claim.citations[0]
             line += f'\n  the passages say ({closest.source}): "{" ".join(closest.quote.split())}"'
