@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sleuth.grounding.checks import (
     CHECKS,
+    aligned_window,
     check_names,
     check_negation,
     check_numbers,
@@ -11,6 +12,7 @@ from sleuth.grounding.checks import (
     check_unsupported_content,
     run_checks,
     stem,
+    verbatim_in,
 )
 from sleuth.grounding.passages import split_passages
 from sleuth.state import EvidenceItem
@@ -223,6 +225,26 @@ def test_stems_match_inflections() -> None:
 
 def _passages(text: str) -> list:
     return split_passages([EvidenceItem(index=1, tool="docs", output=text)], max_chars=120)
+
+
+def test_a_claim_copied_word_for_word_is_fully_covered_however_many_sentences_it_spans() -> None:
+    text = (
+        "The following code is equivalent. manager = (EXPRESSION). enter = type(manager).__enter__. "
+        "exit = type(manager).__exit__. value = enter(manager). hit_except = False. "
+        "The rest of the section is about something else."
+    )
+    claim = (
+        "The following code is equivalent. manager = (EXPRESSION). enter = "
+        "type(manager).__enter__. exit   = type(manager).__exit__. VALUE = enter(manager) [2]."
+    )
+    passages = split_passages([EvidenceItem(index=1, tool="docs", output=text)], max_chars=400)
+    assert aligned_window(claim, passages).count(".") <= 4, "the window holds three sentences"
+    assert verbatim_in(claim, passages)
+    assert run_checks(claim, passages).coverage == 1.0
+    # A claim that is not found word for word keeps the window's share.
+    changed = claim.replace("enter(manager)", "exit(manager)")
+    assert not verbatim_in(changed, passages)
+    assert run_checks(changed, passages).coverage < 1.0
 
 
 def test_run_checks_reports_every_named_check_and_its_features() -> None:
