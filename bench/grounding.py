@@ -174,17 +174,21 @@ async def recheck(key: tuple[str, str], outcomes: list[Outcome]) -> list[Outcome
             evidence = [EvidenceItem.model_validate(item) for item in group["evidence"]]
             report = await ground_claims([c["text"] for c in group["claims"]], evidence, None)
             features[outcome.group] = [verdict.features for verdict in report.claims]
-        current = features[outcome.group][seen[outcome.group]]
+        current = replace(outcome, features=features[outcome.group][seen[outcome.group]])
         seen[outcome.group] += 1
-        score = (
-            calibration.combine(outcome.model_score, current, outcome.quote_score)
-            if current
-            else 0.0
-        )
-        rescored.append(
-            replace(outcome, features=current, score=score, grounded=score >= calibration.threshold)
-        )
+        rescored.append(scored_by(calibration, current))
     return rescored
+
+
+def scored_by(calibration: Calibration, outcome: Outcome) -> Outcome:
+    """`outcome` scored by `calibration` from its saved model answers and its features, grounded
+    at the calibration's threshold; a claim without passages (no features) scores 0."""
+    score = (
+        calibration.combine(outcome.model_score, outcome.features, outcome.quote_score)
+        if outcome.features
+        else 0.0
+    )
+    return replace(outcome, score=score, grounded=score >= calibration.threshold)
 
 
 def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
@@ -300,14 +304,7 @@ def cross_validate(outcomes: list[Outcome], folds: int = 5, seed: int = 0) -> li
         held = set(ids[fold::folds])
         bias, weights, threshold = fit([o for o in outcomes if o.group not in held])
         calibration = Calibration("cv", "logprobs", bias, weights, threshold)
-        for o in outcomes:
-            if o.group in held:
-                score = (
-                    calibration.combine(o.model_score, o.features, o.quote_score)
-                    if o.features
-                    else 0.0
-                )
-                scored.append(replace(o, score=score, grounded=score >= threshold))
+        scored += [scored_by(calibration, o) for o in outcomes if o.group in held]
     return scored
 
 

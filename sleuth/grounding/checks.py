@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
-from sleuth.grounding.claims import CITATION, STOPWORDS
-from sleuth.grounding.passages import Passage, sentence_spans
+from sleuth.grounding.claims import CITATION, STOPWORDS, without_citation_marks
+from sleuth.grounding.passages import Passage, sentence_spans, text_key
 
 CHECKS = ("numbers", "names", "negation", "swapped_roles", "unsupported_content")
 
@@ -541,10 +541,8 @@ def verbatim_in(claim: str, passages: list[Passage]) -> bool:
     """Whether the claim, without its `[n]` citations and its closing full stop, is found word for
     word in the passages (ignoring case and spacing; passages that follow each other in one
     document count as one text)."""
-    key = " ".join(CITATION.sub(" ", claim).split()).rstrip(" .").casefold()
-    return bool(key) and any(
-        key in " ".join(block.split()).casefold() for block in _blocks(passages)
-    )
+    key = text_key(without_citation_marks(claim)).rstrip(" .")
+    return bool(key) and any(key in text_key(block) for block in _blocks(passages))
 
 
 def _blocks(passages: list[Passage]) -> list[str]:

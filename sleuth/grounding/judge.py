@@ -278,17 +278,24 @@ def _verdict(item: _Judged, calibration: Calibration, cutoff: float) -> ClaimVer
     )
 
 
+MODEL_PART = "judge P(supported)="
+QUOTE_PART = "quoted sentence P(same)="
+CHECKS_ONLY = "checks only ("
+"""How a verdict's rationale opens the parts that state scores rather than findings (the
+judge's two probabilities; a verdict from the checks alone); `failure_reason` leaves them out."""
+
+
 def _rationale(item: _Judged, calibration: Calibration) -> str:
     assert item.checks is not None
     parts = []
     if item.model is not None:
-        parts.append(f"judge P(supported)={item.model.probability:.2f} ({item.model.method})")
+        parts.append(f"{MODEL_PART}{item.model.probability:.2f} ({item.model.method})")
     if item.quote is not None:
-        parts.append(f"quoted sentence P(same)={item.quote:.2f}")
+        parts.append(f"{QUOTE_PART}{item.quote:.2f}")
     for finding in item.checks.findings:
         if finding.fired:
             parts.append(f"{finding.name}: {finding.detail}" if finding.detail else finding.name)
-    return "; ".join(parts) or f"checks only ({calibration.family})"
+    return "; ".join(parts) or f"{CHECKS_ONLY}{calibration.family})"
 
 
 JUDGE_DOUBT = "the judge did not find it stated in the passages"
@@ -303,7 +310,7 @@ def failure_reason(rationale: str) -> str:
     findings = [
         part
         for part in rationale.split("; ")
-        if part and not part.startswith(("judge P(", "quoted sentence P(", "checks only ("))
+        if part and not part.startswith((MODEL_PART, QUOTE_PART, CHECKS_ONLY))
     ]
     return "; ".join(findings) or JUDGE_DOUBT
 
