@@ -75,3 +75,48 @@ def test_a_cut_object_keeps_what_it_completed() -> None:
     assert truncated_json_object('{"done": true}') is None  # finished: json_from_text's
     assert truncated_json_object("no JSON here") is None
     assert truncated_json_object('{"a": 1,') == {"a": 1}
+
+
+def test_a_cut_string_value_keeps_its_complete_sentences() -> None:
+    """A small writer looped in its summary until the cap cut it mid-word: the summary's complete
+    sentences are the report, rather than the raw text starting `{ "summary": "`."""
+    looped = (
+        '{ "summary": "The __exit__ method receives the exception type, value, and traceback. '
+        "It can suppress the exception by returning True. The __exit__ method does not suppress "
+        "the exception by not using the exc"
+    )
+    assert truncated_json_object(looped) == {
+        "summary": "The __exit__ method receives the exception type, value, and traceback. "
+        "It can suppress the exception by returning True."
+    }
+    # A written line break or the end of the text ends a sentence too; "e.g" does not.
+    assert truncated_json_object('{"summary": "One!\\nTwo, e.g') == {"summary": "One!"}
+    assert truncated_json_object('{"summary": "Done?') == {"summary": "Done?"}
+
+
+def test_a_cut_key_is_not_completed() -> None:
+    """A cut inside a key, even one that reads like a sentence, gives no half member."""
+    assert truncated_json_object('{"summary": "All done.", "key_fin. dings') == {
+        "summary": "All done."
+    }
+    assert truncated_json_object('{"a": {"b": 1}, "c. d') == {"a": {"b": 1}}
+    assert truncated_json_object('{"Odd key. name') is None
+
+
+def test_a_cut_string_in_a_list_keeps_the_earlier_elements_and_its_sentences() -> None:
+    cut = (
+        '{"summary": "S.", "key_findings": ["It returns a true value [2].", '
+        '"Exit gets three arguments [1]. It returns Fal'
+    )
+    assert truncated_json_object(cut) == {
+        "summary": "S.",
+        "key_findings": ["It returns a true value [2].", "Exit gets three arguments [1]."],
+    }
+    nested = '{"a": [{"b": "One. Two'
+    assert truncated_json_object(nested) == {"a": [{"b": "One."}]}
+
+
+def test_a_cut_string_with_no_complete_sentence_is_dropped() -> None:
+    cut = '{"summary": "Exit gets three arguments [1].", "key_findings": ["It returns a tr'
+    assert truncated_json_object(cut) == {"summary": "Exit gets three arguments [1]."}
+    assert truncated_json_object('{"summary": "Cut in version 3.14 and') is None
