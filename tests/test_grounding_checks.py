@@ -133,6 +133,34 @@ def test_negation_flags_an_inserted_or_removed_not() -> None:
     ).fired
 
 
+def test_a_contrast_within_one_side_is_not_a_flipped_negation() -> None:
+    """A true claim that states both cases ("suppresses ... does not suppress ...") negates
+    "suppress" and affirms it too: a contrast, not a negation the evidence lacks. A claim that
+    only negates the word the evidence affirms is still flagged, and a contrast in the evidence
+    reads the same way. The contrast is between clauses or conjuncts: a word the negating clause
+    repeats ("the code generator emits no code") is still negated."""
+    window = (
+        "If the return value was true, the exception is suppressed. If false, the exception is "
+        "reraised."
+    )
+    contrast = (
+        "`__exit__` suppresses the exception by returning a true value, and does not suppress it "
+        "if it returns False."
+    )
+    assert not check_negation(contrast, window).fired
+    inserted = check_negation("`__exit__` does not suppress the exception it receives.", window)
+    assert inserted.fired and inserted.detail == "negated on one side only: exception, suppress"
+    evidence_contrast = (
+        "The exception is suppressed if the method returns a true value and is not suppressed "
+        "otherwise."
+    )
+    claim = "The exception is suppressed if the method returns a true value."
+    assert not check_negation(claim, evidence_contrast).fired
+    # A word repeated within the clause that negates it is no contrast: "no code" is negated.
+    removed = check_negation("The code generator emits code.", "The code generator emits no code.")
+    assert removed.fired and removed.detail == "negated on one side only: code"
+
+
 def test_swapped_roles_flags_two_terms_in_reversed_order() -> None:
     window = "If the finally clause raises another exception, the saved exception is set as the context of the new exception."
     swapped = check_swapped_roles(

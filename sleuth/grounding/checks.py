@@ -90,6 +90,7 @@ _NEGATIONS = frozenset(
         "nowhere",
     ]
 )
+_CONJUNCTIONS = frozenset(["and", "but", "while", "whereas", "yet"])
 _CAPITAL_CUE = re.compile(r"\b(?:" + "|".join(w.capitalize() for w in sorted(_NEGATIONS)) + r")\b")
 _CLAUSE_OPENING = re.compile(r"(?:^|[.!?:;]|\n\s*[-*•]?|(?:^|\s)[-*•])[\s(\[]*$")
 
@@ -300,10 +301,13 @@ def check_names(claim: str, passages_text: str) -> CheckFinding:
     return CheckFinding("names", bool(missing), ", ".join(missing))
 
 
-def _negated(text: str) -> dict[str, str]:
+def _negated(text: str) -> tuple[dict[str, str], set[str]]:
     """The content words a negation applies to (the first two after each cue, within its
-    clause), by stem."""
+    clause), by stem; and the stems among them that another clause or conjunct states
+    un-negated: a contrast ("suppresses it if true, and does not suppress it if false"), not a
+    negation. A word repeated where it is negated ("the code generator emits no code") is none."""
     negated: dict[str, str] = {}
+    stated: set[str] = set()
     # A capitalised cue inside a clause names something: Python's `None`, a licence's
     # "Not a Contribution". It negates nothing.
     text = _without_named_cues(text)
@@ -312,6 +316,7 @@ def _negated(text: str) -> dict[str, str]:
     for clause in re.split(r"[,;:.()]", lowered):
         tokens = _WORD.findall(clause)
         cancelled: set[int] = set()
+        negated_at: set[int] = set()
         for position, token in enumerate(tokens):
             if token not in _NEGATIONS or position in cancelled:
                 continue
@@ -322,16 +327,31 @@ def _negated(text: str) -> dict[str, str]:
                 cancelled.add(after[0][0])
                 continue
             # A cue is not what is negated ("not allowed in a non-zero number": "zero" is).
-            following = [t for _, t in after if t not in _NEGATIONS][:2]
-            negated.update((stem(t), t) for t in following)
-    return negated
+            following = [(p, t) for p, t in after if t not in _NEGATIONS][:2]
+            negated.update((stem(t), t) for _, t in following)
+            negated_at.update(p for p, _ in following)
+        # Each content word's stem, with its conjunct and whether a cue negates it there.
+        marks: list[tuple[int, str, bool]] = []
+        conjunct = 0
+        for position, token in enumerate(tokens):
+            conjunct += token in _CONJUNCTIONS
+            if token not in STOPWORDS and token not in _NEGATIONS:
+                marks.append((conjunct, stem(token), position in negated_at))
+        negated_where = {(at, word) for at, word, negative in marks if negative}
+        stated.update(
+            word for at, word, negative in marks if not negative and (at, word) not in negated_where
+        )
+    return negated, negated.keys() & stated
 
 
 def check_negation(claim: str, window: str) -> CheckFinding:
-    """A word the claim shares with its best-matching sentences, negated on one side only."""
+    """A word the claim shares with its best-matching sentences, negated on one side only. A
+    word one side both negates and states in another clause or conjunct is a contrast there
+    (`_negated`), not a flipped fact."""
     shared = set(content_stems(claim)) & set(content_stems(window))
-    in_claim, in_window = _negated(claim), _negated(window)
-    flipped = sorted((in_claim.keys() ^ in_window.keys()) & shared)
+    (in_claim, claim_contrasts), (in_window, window_contrasts) = _negated(claim), _negated(window)
+    contrasts = claim_contrasts | window_contrasts
+    flipped = sorted(((in_claim.keys() ^ in_window.keys()) & shared) - contrasts)
     if not flipped:
         return CheckFinding("negation")
     words = ", ".join(in_claim.get(s) or in_window[s] for s in flipped)
