@@ -113,6 +113,27 @@ async def in_both_runners(
 
 
 async def test_a_falsified_claim_makes_the_run_regenerate(time_env: WorkflowEnvironment) -> None:
+    """With `regenerate="rewrite"` the writer writes the report again, told what failed."""
+    writers: list[Writer] = []
+
+    def make_spec() -> ResearchSpec:
+        writers.append(Writer())
+        return create_research_workflow(
+            model=ScriptedModel(responder=writers[-1]), tools=[lookup], regenerate="rewrite"
+        )
+
+    runs = await in_both_runners(time_env, make_spec, {"prompt": "How many widgets?"})
+    for report, writer in zip(runs, writers, strict=True):
+        check_regenerated(report, writer)
+        assert report.removed_claims == []
+
+
+async def test_a_falsified_claim_is_taken_out_without_asking_the_writer(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """By default the regeneration repairs the report by quoting: the falsified claim's closest
+    quote is the fact a grounded claim already states, so the claim is dropped; the writer is
+    not asked again, and the report says what was taken out."""
     writers: list[Writer] = []
 
     def make_spec() -> ResearchSpec:
@@ -121,7 +142,18 @@ async def test_a_falsified_claim_makes_the_run_regenerate(time_env: WorkflowEnvi
 
     runs = await in_both_runners(time_env, make_spec, {"prompt": "How many widgets?"})
     for report, writer in zip(runs, writers, strict=True):
-        check_regenerated(report, writer)
+        assert report.nodes[-3:] == ["grounding_eval", "regenerate", "grounding_eval"]
+        assert report.score_history == [0.5, 1.0] and report.end_reason == "grounded"
+        assert Node.REGENERATE not in writer.prompts and writer.reports == 1
+        assert report.summary == TRUE_CLAIM and report.removed_claims == [FALSIFIED]
+        assert [c.claim for c in report.claims] == [TRUE_CLAIM]
+        assert report.regeneration_count == 1
+        outcome = ResearchOutcome(
+            final_state=report, state_ref="-", research="grounding", workflow_id="-", run_id="-"
+        )
+        printed = format_report(outcome, "http://ui")
+        assert "Removed as unsupported (replaced by the closest quote, or dropped)" in printed
+        assert f"- {FALSIFIED}" in printed.split("Removed as unsupported", 1)[1]
 
 
 def check_regenerated(report: ResearchReport, writer: Writer) -> None:
@@ -384,7 +416,10 @@ async def test_the_writers_requests_share_the_question_notes_and_passages_as_one
         return writer(call)
 
     spec = create_research_workflow(
-        stop_when_covered=False, model=ScriptedModel(responder=respond), tools=[lookup]
+        stop_when_covered=False,
+        model=ScriptedModel(responder=respond),
+        tools=[lookup],
+        regenerate="rewrite",
     )
     report = (await spec.execute("How many widgets did Acme ship?")).final_state
     assert report.regeneration_count == 1

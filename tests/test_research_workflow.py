@@ -290,7 +290,9 @@ def report_answer(call: ModelCall) -> ModelResponse:
 async def test_the_durable_report_comes_back_typed_with_its_schema(
     time_env: WorkflowEnvironment,
 ) -> None:
-    app = research_app(report_answer, output_schema=Report)
+    # The writer's own rewrite (not the requote default, which would drop the finding the checks
+    # doubt) keeps the list non-empty: the typed report is what is under test.
+    app = research_app(report_answer, output_schema=Report, regenerate="rewrite")
     outcome, _, _ = await run(time_env, app, ResearchRequest(prompt="q?", research="market"))
     report = outcome.final_state
     # JSON on the wire; one call gives the instance back.
@@ -415,7 +417,7 @@ async def test_the_durable_report_lists_each_finding_and_source_once(
             return text(json.dumps(repeated))
         return ResearchScript()(call)
 
-    app = research_app(respond, output_schema=Report)
+    app = research_app(respond, output_schema=Report, regenerate="rewrite")
     outcome, _, _ = await run(time_env, app, ResearchRequest(prompt="q?", research="market"))
     report = outcome.final_state
     once = [

@@ -206,6 +206,13 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
     lines += format_coverage(report)
     if report.claims:
         lines += ["Findings", "--------", *_claim_lines(report), ""]
+    if report.removed_claims:
+        lines += [
+            "Removed as unsupported (replaced by the closest quote, or dropped)",
+            "------------------------------------------------------------------",
+            *(f"- {claim}" for claim in report.removed_claims),
+            "",
+        ]
     lines += ["Sources", "-------", *(f"- {s}" for s in report.sources or ["(none cited)"]), ""]
     score, threshold = report.grounding_score, report.grounding_threshold
     lines += [

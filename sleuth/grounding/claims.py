@@ -102,7 +102,7 @@ STOPWORDS = frozenset(
 )
 WORD = re.compile(r"[a-z0-9][a-z0-9.\-%$]*[a-z0-9%]|[a-z0-9]", re.IGNORECASE)
 CITATION = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
 def split_claims(text: str, *, min_words: int = 4) -> list[str]:
@@ -114,7 +114,7 @@ def split_claims(text: str, *, min_words: int = 4) -> list[str]:
         if not line or line.startswith("#"):
             continue
         line = re.sub(r"^([-*•]|\d+[.)])\s+", "", line)
-        for sentence in _SENTENCE_END.split(line):
+        for sentence in SENTENCE_END.split(line):
             sentence = sentence.strip()
             # One token is no claim, however many words it joins: a writer's stray field name
             # (`related_questions_and_answers`), a path or a URL.

@@ -8,7 +8,8 @@ run ends with a `ResearchReport`.
 The modules follow the graph: `router` (the `Node` enum, the digest it reads, `next_node`,
 `end_reason`, `record_review`), `plan` (sub-questions and their coverage), `state` (what a run
 knows), `nodes` (the node functions and their prompts), `citations` (the numbered passages a
-writer cites), `report` (the typed report: deduplicate, order), `review` (what a reviewer is
+writer cites), `report` (the typed report: deduplicate, order), `requote` (a report repaired by quoting the
+evidence), `review` (what a reviewer is
 shown) and `spec` (`ResearchSpec`, the in-process runner).
 """
 
@@ -31,7 +32,6 @@ from sleuth.research.nodes import (
     plan_node,
     regenerate_node,
     replan_node,
-    report_text,
     summarize_node,
     unsupported_claims,
 )
@@ -50,6 +50,7 @@ from sleuth.research.report import (
     dedupe_findings,
     finish,
     normalise,
+    report_text,
     sources,
 )
 from sleuth.research.review import ask_reviewer, decided, pending_review, review_subject

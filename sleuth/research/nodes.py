@@ -11,14 +11,13 @@ is not made (`BudgetSpent`), and the run ends `budget_exhausted`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from sleuth.grounding import ground_claims, split_claims
 from sleuth.grounding.judge import failure_reason
-from sleuth.grounding.passages import text_key
 from sleuth.grounding.scoring import JUDGE_SYSTEM, QUOTE_SYSTEM
 from sleuth.jsontext import json_from_text, truncated_json_object
 from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
@@ -40,7 +39,8 @@ from sleuth.research.plan import (
     uncovered,
     write_sub_questions,
 )
-from sleuth.research.report import dedupe_findings, dedupe_text_lists
+from sleuth.research.report import dedupe_findings, dedupe_text_lists, report_text
+from sleuth.research.requote import requoted
 from sleuth.research.router import Node
 from sleuth.research.state import ClaimRecord, ResearchState
 from sleuth.state import LoopState
@@ -327,10 +327,18 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
 
 
 async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchState:
-    """Rewrite the summary without new tool calls, repairing or dropping ungrounded claims.
+    """Repair the report without new tool calls: each ungrounded claim is replaced by the quote
+    of the evidence closest to it, or dropped (`sleuth.research.requote`; no model call), and
+    the claims taken out are kept in `removed_claims`.
 
-    With a reviewer's remark (a `revise` decision) the rewrite follows the remark too, and counts
-    as a revision, not a regeneration."""
+    The writer rewrites the report instead (repairing or dropping ungrounded claims) when the
+    spec says `regenerate="rewrite"`, when the repair would leave no claim or break the output
+    schema, and with a reviewer's remark (a `revise` decision): the rewrite then follows the
+    remark too, and counts as a revision, not a regeneration."""
+    if spec.regenerate == "requote" and not state.review_remark:
+        repaired = requoted(state, spec.output_schema)
+        if repaired is not None:
+            return state.model_copy(update={**repaired, **_counted(state, "regeneration_count")})
     meter = _Meter(spec.model, state)
     messages = _writer_messages(
         state,
@@ -439,6 +447,7 @@ async def _write_report(
                 mode="json"
             )
     update["passage_references"] = passages
+    update["removed_claims"] = []
     return update
 
 
@@ -539,21 +548,6 @@ def _validate(
     except ValidationError:
         return valid, None  # e.g. a list with a minimum length: keep the model's own list
     return deduped, None
-
-
-def report_text(structured: Mapping[str, Any]) -> str:
-    """The prose of a structured report: its text fields and lists of text, one claim per line,
-    each distinct text once."""
-    lines: list[str] = []
-    seen: set[str] = set()
-    for value in structured.values():
-        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-        for text in texts:
-            key = text_key(text) if isinstance(text, str) else ""
-            if key and key not in seen:
-                seen.add(key)
-                lines.append(text.strip() if isinstance(value, str) else f"- {text.strip()}")
-    return "\n".join(lines)
 
 
 def grounded_text(state: ResearchState) -> str:

@@ -9,11 +9,12 @@ wire (a durable run's outcome) it is JSON data, and `report.parsed(Schema)` give
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from sleuth.grounding.passages import text_key
 from sleuth.research.router import EndReason, Node
 from sleuth.research.state import (
     ClaimRecord,
@@ -92,6 +93,9 @@ class ResearchReport(Record):
     passage_references: list[str] = Field(default_factory=list)
     """`source#location` of each numbered passage the writer was given: what an inline `[n]` of
     the summary refers to (`passage_references[n - 1]`)."""
+    removed_claims: list[str] = Field(default_factory=list)
+    """Claims the run took out of the report because the judge found no support for them (the
+    last regeneration replaced each by the quote of the evidence closest to it, or dropped it)."""
     sources: list[str] = Field(default_factory=list)
     """What the grounded claims cite, each once, in the order they are first cited."""
     score_history: list[float] = Field(default_factory=list)
@@ -173,6 +177,7 @@ def build_final_state(
         claim_threshold=state.claim_threshold_used,
         claims=list(state.claims),
         passage_references=list(state.passage_references),
+        removed_claims=list(state.removed_claims),
         sources=sources(state),
         score_history=list(state.score_history),
         replan_count=state.replan_count,
@@ -230,6 +235,21 @@ def trim(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
+def report_text(structured: Mapping[str, Any]) -> str:
+    """The prose of a structured report: its text fields and lists of text, one claim per line,
+    each distinct text once."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for value in structured.values():
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for text in texts:
+            key = text_key(text) if isinstance(text, str) else ""
+            if key and key not in seen:
+                seen.add(key)
+                lines.append(text.strip() if isinstance(value, str) else f"- {text.strip()}")
+    return "\n".join(lines)
+
+
 # -- deduplicate ----------------------------------------------------------------------------------
 
 
@@ -240,7 +260,7 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def _within(inner: str, outer: str) -> bool:
+def within(inner: str, outer: str) -> bool:
     """Whether normalised `inner` is `outer` or a run of whole words inside it."""
     return f" {inner} " in f" {outer} "
 
@@ -251,9 +271,9 @@ def dedupe_findings(findings: Iterable[str]) -> list[str]:
     kept: list[tuple[str, str]] = []
     for text in findings:
         key = normalise(text)
-        if not key or any(_within(key, other) for _, other in kept):
+        if not key or any(within(key, other) for _, other in kept):
             continue
-        covered = [i for i, (_, other) in enumerate(kept) if _within(other, key)]
+        covered = [i for i, (_, other) in enumerate(kept) if within(other, key)]
         if covered:
             kept[covered[0]] = (text, key)
             kept = [entry for i, entry in enumerate(kept) if i not in covered[1:]]

@@ -59,6 +59,10 @@ from sleuth.termination import Condition
 from sleuth.tools import Tool
 
 T = TypeVar("T")
+Regenerate = Literal["requote", "rewrite"]
+"""How the regenerate node repairs a report short of the grounding threshold (see
+`sleuth.research.requote`)."""
+REGENERATE_MODES: tuple[Regenerate, ...] = ("requote", "rewrite")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 MAX_PROMPT_CHARS = 32_000
@@ -194,6 +198,7 @@ class ResearchSpec:
         max_sub_questions: int = 4,
         execute_token_budget: int | None = None,
         stop_when_covered: bool = True,
+        regenerate: Regenerate = "requote",
     ):
         _check_range("grounding_threshold", grounding_threshold, 0.0, 1.0)
         if claim_threshold is not None:
@@ -235,6 +240,13 @@ class ResearchSpec:
         self.max_sub_questions = max_sub_questions
         self.execute_token_budget = execute_token_budget
         self.stop_when_covered = stop_when_covered
+        if regenerate not in REGENERATE_MODES:
+            raise InvalidSettingError(
+                f"regenerate must be one of {', '.join(map(repr, REGENERATE_MODES))}, got "
+                f"{regenerate!r}: 'requote' replaces each unsupported claim by the closest quote "
+                "of the evidence (no model call), 'rewrite' asks the writer model again"
+            )
+        self.regenerate: Regenerate = regenerate
         if isinstance(datastores, Mapping):
             # Wire once now so a bad mapping fails at definition time, not mid-run.
             wire_datastores(datastores)
@@ -521,6 +533,7 @@ def create_research_workflow(
     max_sub_questions: int = 4,
     execute_token_budget: int | None = None,
     stop_when_covered: bool = True,
+    regenerate: Regenerate = "requote",
 ) -> ResearchSpec:
     """A research graph with a post-hoc grounding loop.
 
@@ -537,7 +550,11 @@ def create_research_workflow(
     execute round researches them one by one, within `max_iterations` model turns (and
     `execute_token_budget` tokens, None: unlimited) per round; a sub-question's research stops
     as soon as its tool results cover it (`stop_when_covered`; False: the agent reads them and
-    answers, or searches on, before the next sub-question). Run it with
+    answers, or searches on, before the next sub-question). A report short of the grounding
+    threshold is regenerated: by default each unsupported claim is replaced by the quote of the
+    evidence closest to it, or dropped (`regenerate="requote"`, no model call; the claims taken
+    out are the report's `removed_claims`); `regenerate="rewrite"` asks the writer model to
+    rewrite the report instead. Run it with
     `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
     `report: Report = result.final_state["structured_output"]`, `["grounding_score"]`,
     `["replan_count"]` (or the same as attributes).
@@ -568,6 +585,7 @@ def create_research_workflow(
         max_sub_questions=max_sub_questions,
         execute_token_budget=execute_token_budget,
         stop_when_covered=stop_when_covered,
+        regenerate=regenerate,
     )
 
 

@@ -126,6 +126,9 @@ class ResearchState(ResearchDigest):
     """`source#location` of each numbered passage the report's writer was given last: what an
     inline `[n]` of the summary refers to."""
     claims: list[ClaimRecord] = Field(default_factory=list)
+    removed_claims: list[str] = Field(default_factory=list)
+    """The claims the last regeneration took out of the report as unsupported (each replaced by
+    the quote of the evidence closest to it, or dropped); empty once a writer writes again."""
     score_history: list[float] = Field(default_factory=list)
     """The grounding score of every grounding eval so far, in order."""
     usage: Usage = Field(default_factory=Usage)
