@@ -2,7 +2,7 @@
 the sentence of the evidence closest to it, quoted and cited, or dropped when none is close.
 
 Why not ask the writer again: a small local writer asked to repair its report mostly wrote the
-same report back (over the 22 questions of `bench.research_quality`, one run of eighteen
+same report back (over the 22 questions of `bench.research_quality`, one run of nineteen
 regenerations ended grounded), and each rewrite cost it a minute of decoding. The passage the judge
 found closest to a doubted claim says what the evidence does say; quoting it keeps the fact the
 claim was after where there is one, and adds nothing the evidence does not state. A writer still
