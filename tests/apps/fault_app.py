@@ -384,6 +384,7 @@ def build_app() -> App:
             stop_when_covered=False,  # several tool calls in one execute step
             model=ScriptedModel(responder=research_model),
             tools=[lookup],
+            regenerate="rewrite",  # a model call, so the regenerate cell can stop inside it
             max_replans=1,
             max_regenerations=1,
         ),
