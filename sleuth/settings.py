@@ -96,6 +96,8 @@ class SleuthSettings(BaseSettings):
     """Threads for synchronous activities."""
     graceful_shutdown_seconds: PositiveFloat = 30.0
     """On SIGTERM or Ctrl-C a worker stops polling and gives running activities this long to finish."""
+    sticky_queue_timeout_seconds: PositiveFloat = 10.0
+    """A run's next workflow task waits this long for the worker that cached the run before any worker may take it (after a worker crash, its runs pause this long)."""
     prices: Path | None = None
     """A TOML or JSON file of model prices (USD per million tokens) over the built-in ones (default `$SLEUTH_HOME/prices.toml` if it exists)."""
     metrics_port: int | None = Field(default=None, ge=1, le=65535)

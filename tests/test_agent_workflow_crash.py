@@ -33,7 +33,12 @@ async def test_killing_the_worker_inside_a_subagent_redoes_only_the_subagent(
     task_queue = f"agent-crash-{uuid.uuid4()}"
     gate, record, log = tmp_path / "gate", tmp_path / "record.jsonl", tmp_path / "worker.log"
     gate.mkdir()
-    extra = {GATE_ENV: str(gate), RECORD_ENV: str(record)}
+    extra = {
+        GATE_ENV: str(gate),
+        RECORD_ENV: str(record),
+        # The run's next workflow task waits this long for the killed worker's sticky queue.
+        "SLEUTH_STICKY_QUEUE_TIMEOUT_SECONDS": str(scaled(1)),
+    }
     first = start_sleuth_worker(APP, address, task_queue, env=extra, log=log)
     second = None
     try:

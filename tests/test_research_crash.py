@@ -33,7 +33,12 @@ async def test_killed_worker_resumes_without_repeating_tool_calls(
     tool_log, hold = tmp_path / "tool-calls.txt", tmp_path / "hold"
     tool_log.touch()
     hold.touch()
-    env = {"RESEARCH_TOOL_LOG": str(tool_log), "RESEARCH_HOLD": str(hold)}
+    env = {
+        "RESEARCH_TOOL_LOG": str(tool_log),
+        "RESEARCH_HOLD": str(hold),
+        # The run's next workflow task waits this long for the killed worker's sticky queue.
+        "SLEUTH_STICKY_QUEUE_TIMEOUT_SECONDS": str(scaled(1)),
+    }
     address = dev_env.client.service_client.config.target_host
     task_queue = str(uuid.uuid4())
     first = start_sleuth_worker(APP, address, task_queue, env=env)

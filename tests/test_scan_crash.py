@@ -30,7 +30,12 @@ def start_worker(address: str, task_queue: str) -> subprocess.Popen[str]:
         [sys.executable, str(WORKER_SCRIPT), address, task_queue, str(ITEMS), *FAILING],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            # The scan's next workflow task waits this long for the killed worker's sticky queue.
+            "SLEUTH_STICKY_QUEUE_TIMEOUT_SECONDS": str(scaled(1)),
+        },
     )
     assert process.stdout is not None
     assert process.stdout.readline().strip() == "ready", "the worker process did not start"

@@ -63,4 +63,7 @@ def build_worker(
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
+        sticky_queue_schedule_to_start_timeout=timedelta(
+            seconds=settings.sticky_queue_timeout_seconds
+        ),
     )
