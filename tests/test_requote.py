@@ -114,6 +114,8 @@ def test_a_structured_report_is_repaired_field_by_field_each_quote_once() -> Non
 def test_nothing_to_repair_or_nothing_left_is_no_repair() -> None:
     assert requoted(state(TRUE_CLAIM, [TRUE]), None) is None
     assert requoted(state(ADDED, [ADDED_CLAIM]), None) is None
+    # A doubted claim the report no longer holds (nothing found to replace) is no repair either.
+    assert requoted(state(TRUE_CLAIM, [TRUE, WRONG_CLAIM]), None) is None
 
 
 class Writer:

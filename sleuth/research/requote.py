@@ -32,19 +32,21 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 def requoted(state: ResearchState, schema: type[BaseModel] | None) -> dict[str, Any] | None:
     """The state update of a report repaired by quoting (`summary`, `structured_output`,
     `removed_claims`), or None when there is nothing to repair, when the repair would leave no
-    claim, or when the repaired report no longer fits `schema`."""
+    claim, or when the repaired report no longer fits `schema`. `removed_claims` lists the
+    doubted claims the repair found in the report and replaced or dropped."""
     fixes = _fixes(state)
     if not fixes:
         return None
     used: set[str] = set()
+    matched: set[str] = set()
     structured: dict[str, Any] | None = None
     if state.structured_output is not None:
         repaired: dict[str, Any] = {}
         for key, value in state.structured_output.items():
             if isinstance(value, str):
-                repaired[key] = _repaired_text(value, fixes, used)
+                repaired[key] = _repaired_text(value, fixes, used, matched)
             elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-                items = [_repaired_text(v, fixes, used) for v in value]
+                items = [_repaired_text(v, fixes, used, matched) for v in value]
                 repaired[key] = [item for item in items if item]
             else:
                 repaired[key] = value
@@ -59,14 +61,18 @@ def requoted(state: ResearchState, schema: type[BaseModel] | None) -> dict[str, 
             summary = report_text(repaired)
         text = report_text(repaired)
     else:
-        summary = _repaired_text(state.summary, fixes, used)
+        summary = _repaired_text(state.summary, fixes, used, matched)
         text = summary
-    if not split_claims(text):
+    if not matched or not split_claims(text):
         return None
     return {
         "summary": summary,
         "structured_output": structured,
-        "removed_claims": [claim.claim for claim in state.claims if not claim.grounded],
+        "removed_claims": [
+            claim.claim
+            for claim in state.claims
+            if not claim.grounded and normalise(claim.claim) in matched
+        ],
     }
 
 
@@ -120,10 +126,13 @@ def _replacement(claim: ClaimRecord, passages: list[Any]) -> str:
     return f"{quote[:end]} [{number}]{quote[end:]}"
 
 
-def _repaired_text(text: str, fixes: list[tuple[str, str]], used: set[str]) -> str:
+def _repaired_text(
+    text: str, fixes: list[tuple[str, str]], used: set[str], matched: set[str]
+) -> str:
     """`text` with each sentence that states a doubted claim (the claim itself, or a shorter
     sentence the claim holds: a key finding the judged summary sentence repeats) replaced by
-    the claim's fix; a claim's replacement is written once, where it first stood."""
+    the claim's fix; a claim's replacement is written once, where it first stood. Each claim
+    found is added to `matched`."""
     lines = []
     for line in text.splitlines():
         bullet = _BULLET.match(line)
@@ -141,7 +150,9 @@ def _repaired_text(text: str, fixes: list[tuple[str, str]], used: set[str]) -> s
             )
             if fix is None:
                 kept.append(sentence)
-            elif fix[1] and fix[0] not in used:
+                continue
+            matched.add(fix[0])
+            if fix[1] and fix[0] not in used:
                 used.add(fix[0])
                 kept.append(fix[1])
         body = " ".join(s.strip() for s in kept if s.strip())
