@@ -103,6 +103,8 @@ STOPWORDS = frozenset(
 WORD = re.compile(r"[a-z0-9][a-z0-9.\-%$]*[a-z0-9%]|[a-z0-9]", re.IGNORECASE)
 CITATION = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+"""A list item's marker at the start of a line (`- `, `* `, `• `, `1. `, `2) `)."""
 
 
 def split_claims(text: str, *, min_words: int = 4) -> list[str]:
@@ -113,7 +115,7 @@ def split_claims(text: str, *, min_words: int = 4) -> list[str]:
         line = raw_line.strip()
         if not line or line.startswith("#"):
             continue
-        line = re.sub(r"^([-*•]|\d+[.)])\s+", "", line)
+        line = BULLET.sub("", line)
         for sentence in SENTENCE_END.split(line):
             sentence = sentence.strip()
             # One token is no claim, however many words it joins: a writer's stray field name

@@ -12,13 +12,13 @@ regenerates when a reviewer's remark asks for a change, or when the config asks 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from sleuth.grounding.checks import content_stems
-from sleuth.grounding.claims import SENTENCE_END, split_claims
+from sleuth.grounding.claims import BULLET, SENTENCE_END, split_claims
+from sleuth.grounding.passages import Passage
 from sleuth.research.citations import writer_passages
 from sleuth.research.report import normalise, report_text, within
 from sleuth.research.state import ClaimRecord, ResearchState
@@ -26,7 +26,6 @@ from sleuth.research.state import ClaimRecord, ResearchState
 REQUOTE_OVERLAP = 0.4
 """The share of a doubted claim's content words its closest quote must hold to replace it (less:
 the quote is about something else, and the claim is dropped)."""
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 
 def requoted(state: ResearchState, schema: type[BaseModel] | None) -> dict[str, Any] | None:
@@ -56,10 +55,10 @@ def requoted(state: ResearchState, schema: type[BaseModel] | None) -> dict[str, 
             except ValidationError:
                 return None
         structured = repaired
+        text = report_text(repaired)
         summary = repaired.get("summary")
         if not isinstance(summary, str):
-            summary = report_text(repaired)
-        text = report_text(repaired)
+            summary = text
     else:
         summary = _repaired_text(state.summary, fixes, used, matched)
         text = summary
@@ -101,7 +100,7 @@ def _fixes(state: ResearchState) -> list[tuple[str, str]]:
     return fixes
 
 
-def _replacement(claim: ClaimRecord, passages: list[Any]) -> str:
+def _replacement(claim: ClaimRecord, passages: list[Passage]) -> str:
     """The quote closest to `claim` with its `[n]`, when it holds enough of the claim's words."""
     if not claim.citations:
         return ""
@@ -135,7 +134,7 @@ def _repaired_text(
     found is added to `matched`."""
     lines = []
     for line in text.splitlines():
-        bullet = _BULLET.match(line)
+        bullet = BULLET.match(line)
         lead = bullet.group(0) if bullet else ""
         kept: list[str] = []
         for sentence in _sentences(line[len(lead) :]):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -62,7 +62,7 @@ T = TypeVar("T")
 Regenerate = Literal["requote", "rewrite"]
 """How the regenerate node repairs a report short of the grounding threshold (see
 `sleuth.research.requote`)."""
-REGENERATE_MODES: tuple[Regenerate, ...] = ("requote", "rewrite")
+REGENERATE_MODES: tuple[Regenerate, ...] = get_args(Regenerate)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 MAX_PROMPT_CHARS = 32_000
