@@ -98,6 +98,8 @@ class SleuthSettings(BaseSettings):
     """On SIGTERM or Ctrl-C a worker stops polling and gives running activities this long to finish."""
     sticky_queue_timeout_seconds: PositiveFloat = 10.0
     """A run's next workflow task waits this long for the worker that cached the run before any worker may take it (after a worker crash, its runs pause this long)."""
+    heartbeat_throttle_seconds: PositiveFloat = 2.0
+    """The worker sends a running activity's heartbeats to the server at most this often. The Temporal SDK's own throttle (0.8 × the heartbeat timeout: 16 s of 20) leaves a busy worker 4 s before the server declares a live attempt dead and runs the step again beside it."""
     prices: Path | None = None
     """A TOML or JSON file of model prices (USD per million tokens) over the built-in ones (default `$SLEUTH_HOME/prices.toml` if it exists)."""
     metrics_port: int | None = Field(default=None, ge=1, le=65535)

@@ -62,6 +62,9 @@ class CellOutcome:
     """After-tool cells: seconds from the tool's return to the SIGKILL."""
     calls: Counter[str] = field(default_factory=Counter)
     """How often each tool call of the run completed."""
+    returns: list[str] = field(default_factory=list)
+    """Each completed tool call: topic, activity, attempt and seconds after the kill (a failure
+    message shows which attempts ran a call twice)."""
     error: str | None = None
     """Why the run failed, if it did."""
 
@@ -257,9 +260,13 @@ async def run_matrix(
         cell = outcome.cell
         if isinstance(result, BaseException):
             outcome.error = f"{type(result).__name__}: {result}"
-        outcome.calls = Counter(
-            e["topic"] for e in ledger if e["topic"].startswith(cell.name + "/")
-        )
+        mine = [e for e in ledger if e["topic"].startswith(cell.name + "/")]
+        outcome.calls = Counter(e["topic"] for e in mine)
+        outcome.returns = [
+            f"{e['topic']} {e.get('activity_type')}#{e.get('activity_id')} "
+            f"attempt {e.get('attempt')} at {e['returned_at'] - kill_time:+.1f} s"
+            for e in mine
+        ]
         identity = marker(folder, "arrived", cell)
         assert identity is not None
         outcome.resumed_after = await first_start_after(client, identity, kill_time)

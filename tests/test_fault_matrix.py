@@ -47,9 +47,7 @@ async def test_every_workflow_type_survives_sigkill_at_every_kind_of_step(
     }
 
     assert not report.runs_lost(), [(o.cell.name, o.error) for o in outcomes if o.error]
-    repeated = {
-        o.cell.name: dict(o.calls) for o in outcomes if o.repeated_calls and not o.cell.corrupt
-    }
+    repeated = {o.cell.name: o.returns for o in outcomes if o.repeated_calls and not o.cell.corrupt}
     assert not repeated, f"tool calls ran twice: {repeated}"
     slow = {
         o.cell.name: o.resumed_after

@@ -37,6 +37,7 @@ def test_defaults_without_variables(clean_env: pytest.MonkeyPatch, sleuth_home: 
     assert (settings.max_concurrent_activities, settings.max_concurrent_workflow_tasks) == (16, 64)
     assert (settings.activity_threads, settings.graceful_shutdown_seconds) == (16, 30.0)
     assert settings.sticky_queue_timeout_seconds == 10.0, "the Temporal SDK's own default"
+    assert settings.heartbeat_throttle_seconds == 2.0
     assert settings.sinks == {} and settings.sink_dirs == []
     assert (settings.metrics_host, settings.metrics_port) == ("127.0.0.1", None)
     clean_env.delenv("SLEUTH_HOME")
@@ -68,6 +69,7 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
         "SLEUTH_ACTIVITY_THREADS": "2",
         "SLEUTH_GRACEFUL_SHUTDOWN_SECONDS": "90.5",
         "SLEUTH_STICKY_QUEUE_TIMEOUT_SECONDS": "2.5",
+        "SLEUTH_HEARTBEAT_THROTTLE_SECONDS": "0.5",
         "SLEUTH_PRICES": str(tmp_path / "prices.toml"),
         "SLEUTH_METRICS_PORT": "9464",
         "SLEUTH_METRICS_HOST": "0.0.0.0",
@@ -100,6 +102,7 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
     assert (settings.max_concurrent_activities, settings.max_concurrent_workflow_tasks) == (4, 8)
     assert (settings.activity_threads, settings.graceful_shutdown_seconds) == (2, 90.5)
     assert settings.sticky_queue_timeout_seconds == 2.5
+    assert settings.heartbeat_throttle_seconds == 0.5
     assert (settings.metrics_host, settings.metrics_port) == ("0.0.0.0", 9464)
     assert settings.prices == tmp_path / "prices.toml"
 

@@ -66,4 +66,5 @@ def build_worker(
         sticky_queue_schedule_to_start_timeout=timedelta(
             seconds=settings.sticky_queue_timeout_seconds
         ),
+        max_heartbeat_throttle_interval=timedelta(seconds=settings.heartbeat_throttle_seconds),
     )
