@@ -15,7 +15,7 @@ from sleuth.errors import InvalidSettingError
 from sleuth.models.scripted import ModelCall, ScriptedModel, text
 from sleuth.research import Citation, Node, ResearchState, node_of_request, regenerate_node
 from sleuth.research.requote import requoted
-from sleuth.research.state import ClaimRecord
+from sleuth.research.state import ClaimRecord, CoveragePassage, SubQuestionCoverage
 from sleuth.state import EvidenceItem
 
 RETURN_TRUE = "If the return value was true, the exception is suppressed."
@@ -116,6 +116,65 @@ def test_nothing_to_repair_or_nothing_left_is_no_repair() -> None:
     assert requoted(state(ADDED, [ADDED_CLAIM]), None) is None
     # A doubted claim the report no longer holds (nothing found to replace) is no repair either.
     assert requoted(state(TRUE_CLAIM, [TRUE, WRONG_CLAIM]), None) is None
+
+
+SUPPRESS_PART = "When is the exception suppressed on return?"
+
+
+def unanswered_part(**extra: object) -> ResearchState:
+    """A state whose second part is covered by the docs/exit passage and left unanswered."""
+    covering = CoveragePassage(evidence=1, source="docs/exit", text=PASSAGE)
+    coverage = [
+        SubQuestionCoverage(question="What does a with statement wrap?", covered=True),
+        SubQuestionCoverage(
+            question=SUPPRESS_PART, covered=True, passages=[covering], answered=False
+        ),
+    ]
+    extra = {"summary": TRUE_CLAIM, "claims": [TRUE], **extra}
+    return state(
+        extra.pop("summary"),  # type: ignore[arg-type]
+        extra.pop("claims"),  # type: ignore[arg-type]
+        sub_questions=[entry.question for entry in coverage],
+        coverage=coverage,
+        **extra,
+    )
+
+
+def test_an_unanswered_part_gets_the_sentence_of_its_passage_holding_most_of_its_words() -> None:
+    repaired = requoted(unanswered_part(), None)
+    assert repaired is not None
+    # "the exception is suppressed" and "return" are both in the first sentence of the passage.
+    assert repaired["summary"] == f"{TRUE_CLAIM}\n\n{RETURN_TRUE[:-1]} [2]."
+    assert repaired["removed_claims"] == []
+    # Structured: the quote joins the findings (the first list of strings).
+    structured = {"summary": TRUE_CLAIM, "key_findings": [TRUE_CLAIM]}
+    with_findings = requoted(unanswered_part(structured_output=structured), Report)
+    assert with_findings is not None and with_findings["structured_output"]["key_findings"] == [
+        TRUE_CLAIM,
+        f"{RETURN_TRUE[:-1]} [2].",
+    ]
+
+
+def test_no_quote_for_a_part_already_stated_or_answered_by_a_repair() -> None:
+    stated = claim(RETURN_TRUE, True, RETURN_TRUE, "docs/exit")
+    assert (
+        requoted(
+            unanswered_part(summary=f"{TRUE_CLAIM} {RETURN_TRUE}", claims=[TRUE, stated]), None
+        )
+        is None
+    )
+    # The quote replacing a doubted claim answers the part: it is not quoted a second time.
+    doubted = claim(
+        "If __exit__ returns a true value, the exception is suppressed forever [2].",
+        False,
+        RETURN_TRUE,
+        "docs/exit",
+    )
+    repaired = requoted(
+        unanswered_part(summary=f"{TRUE_CLAIM} {doubted.claim}", claims=[TRUE, doubted]), None
+    )
+    assert repaired is not None
+    assert repaired["summary"] == f"{TRUE_CLAIM} {RETURN_TRUE[:-1]} [2]."
 
 
 class Writer:

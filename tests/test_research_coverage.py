@@ -29,8 +29,8 @@ from sleuth.research import (
     node_of_request,
     parse_sub_questions,
 )
-from sleuth.research.plan import sub_question_prompt
-from sleuth.research.state import ResearchState
+from sleuth.research.plan import answers, sub_question_prompt, unanswered, with_answered
+from sleuth.research.state import ResearchState, SubQuestionCoverage
 from sleuth.state import EvidenceItem
 from workers.cli_research import format_report
 
@@ -118,6 +118,64 @@ def test_the_router_replans_for_an_uncovered_sub_question() -> None:
     no_replans = uncovered.model_copy(update={"max_replans": 0})
     assert next_node(no_replans) == "done" and end_reason(no_replans) == "max_replans"
     assert end_reason(ResearchDigest(**grounded)) == "grounded"  # type: ignore[arg-type]
+
+
+def test_the_router_regenerates_for_a_covered_part_the_report_leaves_unanswered() -> None:
+    grounded = {"node": "grounding_eval", "grounding_score": 1.0}
+    unanswered = ResearchDigest(**grounded, unanswered_count=1)  # type: ignore[arg-type]
+    # The evidence is there, the report left it out: writing again (not searching) is the fix.
+    assert next_node(unanswered) == "regenerate"
+    spent = unanswered.model_copy(update={"regeneration_count": 1})
+    assert next_node(spent) == "done" and end_reason(spent) == "grounded"
+    # An uncovered part still needs evidence first.
+    both = unanswered.model_copy(update={"uncovered_count": 1})
+    assert next_node(both) == "replan"
+
+
+def test_a_claim_answers_a_part_when_it_holds_half_the_parts_words() -> None:
+    assert answers(FACTS["finally"], SUB_QUESTIONS[2])
+    assert answers(FACTS["suppress"], SUB_QUESTIONS[1])
+    assert not answers(FACTS["receive"], SUB_QUESTIONS[2])
+    assert not answers("", SUB_QUESTIONS[0]) and not answers(FACTS["receive"], "How?")
+    entries = [SubQuestionCoverage(question=question, covered=True) for question in SUB_QUESTIONS]
+    marked = with_answered(entries, [FACTS["receive"], FACTS["suppress"]])
+    assert [entry.answered for entry in marked] == [True, True, False]
+    state = ResearchState(prompt=QUESTION, sub_questions=SUB_QUESTIONS, coverage=marked)
+    assert unanswered(state) == [2]
+    # An uncovered part is not "unanswered": it has no evidence to answer it from.
+    uncovered_part = marked[2].model_copy(update={"covered": False})
+    assert unanswered(state.model_copy(update={"coverage": [*marked[:2], uncovered_part]})) == []
+
+
+async def test_a_part_the_report_leaves_unanswered_is_answered_by_quoting_its_passage() -> None:
+    script, docs = three_part_script(), DocsSearch()
+    # The writer answers two of the three parts; the evidence covers all three.
+    script.summary = f"{FACTS['receive']} {FACTS['suppress']}"
+    script.rewrite = script.summary
+    spec = create_research_workflow(model=scripted_model(script), tools=[docs.tool()])
+    report = (await spec.execute(QUESTION)).final_state
+    assert report.nodes[-3:] == ["grounding_eval", "regenerate", "grounding_eval"]
+    assert script.seen.count("regenerate") == 0, "the repair quotes; the writer is not asked"
+    assert report.regeneration_count == 1 and report.score_history == [1.0, 1.0]
+    # The third part's passage, quoted with its number among the writer's passages.
+    assert report.summary.endswith(f"{FACTS['finally'][:-1]} [3].")
+    assert [entry.answered for entry in report.coverage] == [True, True, True]
+    assert report.end_reason == "grounded" and report.removed_claims == []
+    # Without a regeneration left the run ends there, and the report says which part it left out.
+    script.seen.clear()
+    no_regeneration = create_research_workflow(
+        model=scripted_model(script), tools=[docs.tool()], max_regenerations=0
+    )
+    left_out = (await no_regeneration.execute(QUESTION)).final_state
+    assert left_out.end_reason == "grounded" and left_out.regeneration_count == 0
+    assert [entry.answered for entry in left_out.coverage] == [True, True, False]
+    outcome = ResearchOutcome(
+        final_state=left_out, state_ref="ref", research="docs", workflow_id="w", run_id="r"
+    )
+    printed = format_report(outcome, "http://ui").split("Coverage\n--------\n", 1)[1]
+    assert printed.split("\n\n", 1)[0].endswith(
+        "\n     found, but no grounded claim of the report answers it"
+    )
 
 
 async def test_a_three_part_question_gets_three_searches_and_full_coverage() -> None:

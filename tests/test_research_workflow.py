@@ -399,6 +399,23 @@ async def test_an_uncovered_part_replans_durably(time_env: WorkflowEnvironment) 
     assert report.end_reason == "grounded"
 
 
+async def test_a_part_the_report_leaves_unanswered_is_quoted_in_durably(
+    time_env: WorkflowEnvironment,
+) -> None:
+    script = three_part_script()
+    script.summary = script.rewrite = f"{FACTS['receive']} {FACTS['suppress']}"
+    outcome, events, _ = await run(
+        time_env,
+        docs_app(script, DocsSearch()),
+        ResearchRequest(prompt=QUESTION, research="docs"),
+    )
+    report = outcome.final_state
+    assert "docs: regenerate 1/1 (1/3 sub-questions unanswered)" in activity_summaries(events)
+    assert report.summary.endswith(f"{FACTS['finally'][:-1]} [3].")
+    assert [entry.answered for entry in report.coverage] == [True, True, True]
+    assert report.regeneration_count == 1 and report.end_reason == "grounded"
+
+
 async def test_the_durable_report_lists_each_finding_and_source_once(
     time_env: WorkflowEnvironment,
 ) -> None:

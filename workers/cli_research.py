@@ -282,7 +282,8 @@ def _judged_by(report: ResearchReport) -> str:
 
 def format_coverage(report: ResearchReport) -> list[str]:
     """The report's Coverage section: each sub-question, then the passages that answer it with
-    their evidence numbers and sources, or "not found"."""
+    their evidence numbers and sources (and a note when the report leaves it unanswered), or
+    "not found"."""
     if not report.coverage:
         return []
     lines = ["Coverage", "--------"]
@@ -296,6 +297,8 @@ def format_coverage(report: ResearchReport) -> list[str]:
             text = text if len(text) <= 160 else text[:160] + " …"
             where = f"{passage.source}#{passage.location}" if passage.location else passage.source
             lines.append(f"     [{passage.evidence}] {where}: {text}")
+        if entry.passages and entry.answered is False:
+            lines.append("     found, but no grounded claim of the report answers it")
     lines.append("")
     return lines
 

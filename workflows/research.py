@@ -378,7 +378,13 @@ class ResearchWorkflow:
                 return f"{research}: regenerate the summary as the reviewer asked"
             case Node.REGENERATE:
                 done = digest.regeneration_count
-                return f"{research}: regenerate {done + 1}/{digest.max_regenerations} ({score})"
+                why = [] if is_grounded(digest) else [score]
+                if digest.unanswered_count:
+                    why.append(
+                        f"{digest.unanswered_count}/{digest.sub_question_count} sub-questions "
+                        "unanswered"
+                    )
+                return f"{research}: regenerate {done + 1}/{digest.max_regenerations} ({'; '.join(why)})"
             case _ if digest.node == Node.REVIEW:
                 return f"{research}: replan as the reviewer asked"
             case _:

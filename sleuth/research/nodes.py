@@ -36,7 +36,9 @@ from sleuth.research.plan import (
     coverage,
     step_done,
     sub_question_prompt,
+    unanswered,
     uncovered,
+    with_answered,
     write_sub_questions,
 )
 from sleuth.research.report import dedupe_findings, dedupe_text_lists, report_text
@@ -79,7 +81,8 @@ REGENERATE_PROMPT = (
     "Task: a fact-check found claims of the current report that the numbered passages do not "
     "support; each is listed above with what failed. Rewrite the report: state each of those "
     "claims only as the passages state it (the quoted sentence shows what they say), or drop it. "
-    "Keep the supported sentences. End each sentence with the number of the passage that states "
+    "Keep the supported sentences. Answer each part of the question listed as unanswered from "
+    "the passages. End each sentence with the number of the passage that states "
     "it, like [2]. Do not add facts the passages do not state."
 )
 REPLAN_PROMPT = (
@@ -313,8 +316,10 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
         )
         for verdict in report.claims
     ]
+    grounded_claims = [record.claim for record in records if record.grounded]
     return state.model_copy(
         update={
+            "coverage": with_answered(state.coverage, grounded_claims),
             "grounding_score": report.score,
             "grounding_method": report.method,
             "grounding_judge": report.judge,
@@ -347,6 +352,7 @@ async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchS
         extra=f"Current report:\n{grounded_text(state)}"
         + "\n\nUnsupported claims (what failed, and what the passages say):\n"
         + unsupported_claims(state)
+        + _unanswered_text(state)
         + _remark_text(state),
     )
     update = await _write_report(spec, meter, messages, _numbered(state))
@@ -392,6 +398,15 @@ async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState
             "usage": state.usage + meter.usage,
         }
     )
+
+
+def _unanswered_text(state: ResearchState) -> str:
+    """The parts of the question the passages answer and the report does not (nothing if none)."""
+    missing = unanswered(state)
+    if not missing:
+        return ""
+    listed = "\n".join(f"- {state.sub_questions[i]}" for i in missing)
+    return f"\n\nParts of the question the report leaves unanswered:\n{listed}"
 
 
 def _remark_text(state: ResearchState) -> str:

@@ -169,6 +169,34 @@ def uncovered(state: ResearchState) -> list[int]:
     return [i for i, entry in enumerate(state.coverage) if not entry.covered]
 
 
+def answers(claim: str, question: str) -> bool:
+    """Whether `claim` states something on `question`: it holds the share of the question's
+    content words a passage needs to cover it (`COVERAGE_SHARE`, same crude stems)."""
+    stems = _stems(question)
+    needed = max(1, math.ceil(COVERAGE_SHARE * len(stems)))
+    return bool(stems) and len(stems & _stems(claim)) >= needed
+
+
+def with_answered(
+    coverage: Sequence[SubQuestionCoverage], grounded_claims: Sequence[str]
+) -> list[SubQuestionCoverage]:
+    """`coverage` with `answered` set: whether one of the report's grounded claims answers the
+    sub-question (`answers`)."""
+    return [
+        entry.model_copy(
+            update={"answered": any(answers(claim, entry.question) for claim in grounded_claims)}
+        )
+        for entry in coverage
+    ]
+
+
+def unanswered(state: ResearchState) -> list[int]:
+    """0-based indices of the covered sub-questions the last judged report left unanswered."""
+    return [
+        i for i, entry in enumerate(state.coverage) if entry.covered and entry.answered is False
+    ]
+
+
 def sub_question_prompt(state: ResearchState, position: int) -> str:
     """The execute agent's prompt for one sub-question: the part alone (the planner writes each
     self-contained), then the replan's focus after a replan.

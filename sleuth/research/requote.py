@@ -8,10 +8,16 @@ found closest to a doubted claim says what the evidence does say; quoting it kee
 claim was after where there is one, and adds nothing the evidence does not state. A writer still
 regenerates when a reviewer's remark asks for a change, or when the config asks for it
 (`regenerate="rewrite"`), or when the repair would leave no claim.
+
+A part of the question the evidence covers but no grounded claim answers (`plan.unanswered`) is
+answered the same way: by the sentence of its covering passages that holds most of the part's
+words, quoted and cited.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -20,9 +26,17 @@ from sleuth.grounding.checks import content_stems
 from sleuth.grounding.claims import BULLET, SENTENCE_END, split_claims
 from sleuth.grounding.passages import Passage
 from sleuth.research.citations import writer_passages
+from sleuth.research.plan import answers, unanswered
 from sleuth.research.report import normalise, report_text, within
 from sleuth.research.state import ClaimRecord, ResearchState
 
+FILL_MIN_WORDS = 5
+FILL_MAX_WORDS = 60
+"""A sentence quoted to answer an unanswered part has this many words (fewer: a fragment; more:
+a code block read as one sentence)."""
+PROSE_SHARE = 0.7
+"""The share of a quoted sentence's tokens that must be plain words (quoted or punctuated)."""
+_WORDLIKE = re.compile(r"^[\"'‘“(]*[A-Za-z][A-Za-z'’-]*[\"'’”),.;:]*$")
 REQUOTE_OVERLAP = 0.4
 """The share of a doubted claim's content words its closest quote must hold to replace it (less:
 the quote is about something else, and the claim is dropped)."""
@@ -34,7 +48,8 @@ def requoted(state: ResearchState, schema: type[BaseModel] | None) -> dict[str, 
     claim, or when the repaired report no longer fits `schema`. `removed_claims` lists the
     doubted claims the repair found in the report and replaced or dropped."""
     fixes = _fixes(state)
-    if not fixes:
+    fills = _fills(state, [new for _, new in fixes if new])
+    if not fixes and not fills:
         return None
     used: set[str] = set()
     matched: set[str] = set()
@@ -49,20 +64,20 @@ def requoted(state: ResearchState, schema: type[BaseModel] | None) -> dict[str, 
                 repaired[key] = [item for item in items if item]
             else:
                 repaired[key] = value
-        if schema is not None:
-            try:
-                repaired = schema.model_validate(repaired).model_dump(mode="json")
-            except ValidationError:
-                return None
-        structured = repaired
-        text = report_text(repaired)
-        summary = repaired.get("summary")
+        structured = _valid(_with_fills(repaired, fills), schema) or _valid(repaired, schema)
+        if structured is None:
+            return None
+        text = report_text(structured)
+        summary = structured.get("summary")
         if not isinstance(summary, str):
             summary = text
     else:
-        summary = _repaired_text(state.summary, fixes, used, matched)
+        summary = "\n\n".join(
+            part for part in (_repaired_text(state.summary, fixes, used, matched), *fills) if part
+        )
         text = summary
-    if not matched or not split_claims(text):
+    # Doubted claims the repair cannot find in the report are the writer's to fix.
+    if (fixes and not matched) or not split_claims(text):
         return None
     return {
         "summary": summary,
@@ -100,6 +115,101 @@ def _fixes(state: ResearchState) -> list[tuple[str, str]]:
     return fixes
 
 
+def _valid(data: dict[str, Any], schema: type[BaseModel] | None) -> dict[str, Any] | None:
+    if schema is None:
+        return data
+    try:
+        return schema.model_validate(data).model_dump(mode="json")
+    except ValidationError:
+        return None
+
+
+def _with_fills(data: dict[str, Any], fills: list[str]) -> dict[str, Any]:
+    """`data` with the quotes answering the unanswered parts added: to its first list of
+    strings (the findings), else to its `summary` (else its first string)."""
+    if not fills:
+        return data
+    lists = [
+        k for k, v in data.items() if isinstance(v, list) and all(isinstance(i, str) for i in v)
+    ]
+    if lists:
+        return {**data, lists[0]: [*data[lists[0]], *fills]}
+    texts = [k for k, v in data.items() if isinstance(v, str)]
+    key = "summary" if "summary" in texts else next(iter(texts), None)
+    if key is None:
+        return data
+    return {**data, key: " ".join([data[key], *fills]).strip()}
+
+
+def _fills(state: ResearchState, replacements: list[str]) -> list[str]:
+    """For each part of the question that the evidence covers and the report leaves unanswered
+    (and none of the quotes `replacements` answers), the sentence of its covering passages that
+    holds most of the part's content words, with the writer's `[n]` for its passage. None for a
+    part whose best sentence the report already states (or stated and had doubted), or that
+    shares no content word with the part."""
+    passages = writer_passages(state)
+    stated = [normalise(c.claim) for c in state.claims] + [normalise(r) for r in replacements]
+    fills: list[str] = []
+    for index in unanswered(state):
+        entry = state.coverage[index]
+        if any(answers(quote, entry.question) for quote in replacements):
+            continue
+        wanted = set(content_stems(entry.question))
+        best, best_rank = "", (0, 0.0)
+        for passage in entry.passages:
+            for sentence in _prose_sentences(passage.text):
+                shared = len(wanted & set(content_stems(sentence)))
+                rank = (shared, _prose_share(sentence))
+                if shared and rank > best_rank:
+                    best, best_rank = sentence, rank
+        key = normalise(best)
+        if not key or any(within(key, other) or within(other, key) for other in stated):
+            continue
+        stated.append(key)
+        fills.append(_cited(best, passages))
+    return fills
+
+
+def _prose_sentences(text: str) -> list[str]:
+    """The sentences of a passage that read as prose: each paragraph's sentences (a sentence
+    never runs across a blank line) of `FILL_MIN_WORDS` to `FILL_MAX_WORDS` words, mostly words
+    (`PROSE_SHARE`) and no interpreter prompt: an example's code is no answer."""
+    sentences = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        for sentence in split_claims(" ".join(paragraph.split()), min_words=FILL_MIN_WORDS):
+            if (
+                len(sentence.split()) <= FILL_MAX_WORDS
+                and ">>>" not in sentence
+                and "..." not in sentence
+                and _prose_share(sentence) >= PROSE_SHARE
+            ):
+                sentences.append(sentence)
+    return sentences
+
+
+def _prose_share(sentence: str) -> float:
+    tokens = sentence.split()
+    return sum(1 for token in tokens if _WORDLIKE.match(token)) / len(tokens) if tokens else 0.0
+
+
+def _cited(quote: str, passages: Sequence[Passage | None]) -> str:
+    """`quote` with the `[n]` of the writer's passage that holds it (as it is, without one);
+    None stands for a passage that may not be cited."""
+    spaced = " ".join(quote.split())
+    number = next(
+        (
+            n
+            for n, p in enumerate(passages, start=1)
+            if p is not None and spaced in " ".join(p.text.split())
+        ),
+        None,
+    )
+    if number is None:
+        return spaced
+    end = len(spaced) - 1 if spaced[-1] in ".!?" else len(spaced)
+    return f"{spaced[:end]} [{number}]{spaced[end:]}"
+
+
 def _replacement(claim: ClaimRecord, passages: list[Passage]) -> str:
     """The quote closest to `claim` with its `[n]`, when it holds enough of the claim's words."""
     if not claim.citations:
@@ -111,18 +221,7 @@ def _replacement(claim: ClaimRecord, passages: list[Passage]) -> str:
         return ""
     if len(wanted & set(content_stems(quote))) / len(wanted) < REQUOTE_OVERLAP:
         return ""
-    number = next(
-        (
-            n
-            for n, passage in enumerate(passages, start=1)
-            if passage.source == citation.source and citation.quote in passage.text
-        ),
-        None,
-    )
-    if number is None:
-        return quote
-    end = len(quote) - 1 if quote[-1] in ".!?" else len(quote)
-    return f"{quote[:end]} [{number}]{quote[end:]}"
+    return _cited(quote, [p if p.source == citation.source else None for p in passages])
 
 
 def _repaired_text(

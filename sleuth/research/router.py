@@ -122,6 +122,9 @@ class ResearchDigest(BaseModel):
     """The 1-based number of the sub-question the next execute step researches (0: none pending)."""
     uncovered_count: int = Field(default=0, ge=0)
     """Sub-questions no evidence passage answers yet: a reason to replan, like an ungrounded claim."""
+    unanswered_count: int = Field(default=0, ge=0)
+    """Covered sub-questions no grounded claim of the last judged report answers: a reason to
+    regenerate (the evidence is there; the report left it out)."""
 
     @field_validator("node", mode="before")
     @classmethod
@@ -164,8 +167,9 @@ def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
     """The node to run after `state.node`, or `Node.DONE`. Pure: both runners route with it.
 
     Start → plan → execute, once per sub-question of the round (while `pending_count` > 0).
-    After grounding eval: grounded (score ≥ threshold) and every sub-question covered → done;
-    not grounded and regenerations left → regenerate; else replans left → replan (an uncovered
+    After grounding eval: grounded (score ≥ threshold) and every sub-question covered → done,
+    unless the report leaves a covered sub-question unanswered and regenerations are left
+    (→ regenerate); not grounded and regenerations left → regenerate; else replans left → replan (an uncovered
     sub-question needs new evidence, which only a replan's execute round gathers); else done.
     Where the run's review settings pause it (after a plan, and before a run ends after grounding
     eval) the answer is `review`; after a review, `approve` goes where the run would have gone,
@@ -200,9 +204,10 @@ def next_node(state: ResearchDigest | Mapping[str, Any]) -> Node:
 
 def _after_grounding(digest: ResearchDigest) -> Node:
     grounded = is_grounded(digest)
+    regenerations_left = digest.regeneration_count < digest.max_regenerations
     if grounded and is_covered(digest):
-        return Node.DONE
-    if not grounded and digest.regeneration_count < digest.max_regenerations:
+        return Node.REGENERATE if digest.unanswered_count and regenerations_left else Node.DONE
+    if not grounded and regenerations_left:
         return Node.REGENERATE
     if digest.replan_count < digest.max_replans:
         return Node.REPLAN

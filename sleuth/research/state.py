@@ -84,6 +84,10 @@ class SubQuestionCoverage(Record):
     """The best-matching answering passages, best first (at most three)."""
     researched: int = 0
     """Execute steps that researched this sub-question by name."""
+    answered: bool | None = None
+    """Whether a grounded claim of the last judged report states it (`sleuth.research.plan.
+    answers`; None before any grounding eval). A covered sub-question the report leaves
+    unanswered is a reason to regenerate."""
 
 
 class ResearchState(ResearchDigest):
