@@ -162,7 +162,10 @@ async def test_readme_temporal_schedule_line_matches_sleuth_and_runs(
     assert (outcome.rows_written, outcome.failed_count) == (len(installed), 0)
     rows = {r.item_id: r for r in SQLiteRowSink().records(outcome.scan_id)}
     httpx_row = rows["httpx"].data
-    declared = importlib.metadata.metadata("httpx")["License"]
+    # httpx 0.29 declares a License-Expression and no License field; the provider reads the
+    # expression first.
+    meta = importlib.metadata.metadata("httpx")
+    declared = meta["License-Expression"] or meta["License"]
     required = [r for r in importlib.metadata.requires("httpx") or [] if "extra ==" not in r]
     assert httpx_row["license"] == declared
     assert httpx_row["assessment"]["licence"] == declared, "the model read it with a tool"
