@@ -153,6 +153,14 @@ def test_an_unanswered_part_gets_the_sentence_of_its_passage_holding_most_of_its
         TRUE_CLAIM,
         f"{RETURN_TRUE[:-1]} [2].",
     ]
+    # A list of names (sources) is no list of findings: with no findings, the summary gets it.
+    named = {"sources": ["docs/with"], "summary": TRUE_CLAIM, "key_findings": []}
+    in_summary = requoted(unanswered_part(structured_output=named), None)
+    assert in_summary is not None and in_summary["structured_output"] == {
+        "sources": ["docs/with"],
+        "summary": f"{TRUE_CLAIM} {RETURN_TRUE[:-1]} [2].",
+        "key_findings": [],
+    }
 
 
 def test_no_quote_for_a_part_already_stated_or_answered_by_a_repair() -> None:

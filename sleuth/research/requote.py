@@ -126,11 +126,16 @@ def _valid(data: dict[str, Any], schema: type[BaseModel] | None) -> dict[str, An
 
 def _with_fills(data: dict[str, Any], fills: list[str]) -> dict[str, Any]:
     """`data` with the quotes answering the unanswered parts added: to its first list of
-    strings (the findings), else to its `summary` (else its first string)."""
+    sentences (the findings; a list of names, such as sources, is not one), else to its
+    `summary` (else its first string)."""
     if not fills:
         return data
     lists = [
-        k for k, v in data.items() if isinstance(v, list) and all(isinstance(i, str) for i in v)
+        k
+        for k, v in data.items()
+        if isinstance(v, list)
+        and all(isinstance(i, str) for i in v)
+        and any(split_claims(i) for i in v)
     ]
     if lists:
         return {**data, lists[0]: [*data[lists[0]], *fills]}
