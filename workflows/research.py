@@ -377,22 +377,20 @@ class ResearchWorkflow:
             case Node.REGENERATE if digest.node == Node.REVIEW:
                 return f"{research}: regenerate the summary as the reviewer asked"
             case Node.REGENERATE:
+                why = _why(digest, score, digest.unanswered_count, "unanswered")
                 done = digest.regeneration_count
-                why = [] if is_grounded(digest) else [score]
-                if digest.unanswered_count:
-                    why.append(
-                        f"{digest.unanswered_count}/{digest.sub_question_count} sub-questions "
-                        "unanswered"
-                    )
-                return f"{research}: regenerate {done + 1}/{digest.max_regenerations} ({'; '.join(why)})"
+                return f"{research}: regenerate {done + 1}/{digest.max_regenerations} ({why})"
             case _ if digest.node == Node.REVIEW:
                 return f"{research}: replan as the reviewer asked"
             case _:
-                done = digest.replan_count
-                reasons = [] if is_grounded(digest) else [score]
-                if digest.uncovered_count:
-                    reasons.append(
-                        f"{digest.uncovered_count}/{digest.sub_question_count} sub-questions "
-                        "not found"
-                    )
-                return f"{research}: replan {done + 1}/{digest.max_replans} ({'; '.join(reasons)})"
+                why = _why(digest, score, digest.uncovered_count, "not found")
+                return f"{research}: replan {digest.replan_count + 1}/{digest.max_replans} ({why})"
+
+
+def _why(digest: ResearchDigest, score: str, parts: int, state: str) -> str:
+    """Why a regenerate or replan runs: the score when the report is not grounded, and how many
+    sub-questions are in `state` (unanswered, not found) when any are."""
+    reasons = [] if is_grounded(digest) else [score]
+    if parts:
+        reasons.append(f"{parts}/{digest.sub_question_count} sub-questions {state}")
+    return "; ".join(reasons)
