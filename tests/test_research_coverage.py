@@ -178,6 +178,30 @@ async def test_a_part_the_report_leaves_unanswered_is_answered_by_quoting_its_pa
     )
 
 
+async def test_a_rewrite_is_told_the_parts_the_report_leaves_unanswered() -> None:
+    script, docs = three_part_script(), DocsSearch()
+    script.summary = f"{FACTS['receive']} {FACTS['suppress']}"
+    script.rewrite = everything = " ".join(FACTS.values())
+    prompts: list[str] = []
+
+    def responder(call):  # type: ignore[no-untyped-def]
+        if node_of_request(call.messages) == "regenerate":
+            prompts.append(call.last_user_text)
+        return script(call)
+
+    spec = create_research_workflow(
+        model=ScriptedModel(responder=responder), tools=[docs.tool()], regenerate="rewrite"
+    )
+    report = (await spec.execute(QUESTION)).final_state
+    assert len(prompts) == 1
+    assert (
+        "Parts of the question the report leaves unanswered:\n- " + SUB_QUESTIONS[2] in prompts[0]
+    )
+    assert SUB_QUESTIONS[0] not in prompts[0].split("leaves unanswered:", 1)[1]
+    assert report.summary == everything and report.end_reason == "grounded"
+    assert [entry.answered for entry in report.coverage] == [True, True, True]
+
+
 async def test_a_three_part_question_gets_three_searches_and_full_coverage() -> None:
     script, docs = three_part_script(), DocsSearch()
     spec = create_research_workflow(model=scripted_model(script), tools=[docs.tool()])
