@@ -405,8 +405,7 @@ def _unanswered_text(state: ResearchState) -> str:
     missing = unanswered(state)
     if not missing:
         return ""
-    listed = "\n".join(f"- {state.sub_questions[i]}" for i in missing)
-    return f"\n\nParts of the question the report leaves unanswered:\n{listed}"
+    return f"\n\nParts of the question the report leaves unanswered:\n{_parts(state, missing)}"
 
 
 def _remark_text(state: ResearchState) -> str:
@@ -431,12 +430,16 @@ def _counted(state: ResearchState, counter: str) -> dict[str, Any]:
     return _revision(state) or {counter: current + 1}
 
 
+def _parts(state: ResearchState, indices: list[int]) -> str:
+    """The sub-questions at `indices`, one `- ` line each."""
+    return "\n".join(f"- {state.sub_questions[i]}" for i in indices)
+
+
 def _gaps(state: ResearchState, missing: list[int]) -> str:
     """What the replan prompt names: the uncovered sub-questions and the ungrounded claims."""
     parts = []
     if missing:
-        listed = "\n".join(f"- {state.sub_questions[i]}" for i in missing)
-        parts.append(f"Parts of the question with no evidence yet:\n{listed}")
+        parts.append(f"Parts of the question with no evidence yet:\n{_parts(state, missing)}")
     if any(not c.grounded for c in state.claims) or not missing:
         parts.append(f"Unsupported claims:\n{unsupported_claims(state)}")
     return "\n\n".join(parts)

@@ -162,9 +162,9 @@ def _fills(state: ResearchState, replacements: list[str]) -> list[str]:
         wanted = set(content_stems(entry.question))
         best, best_rank = "", (0, 0.0)
         for passage in entry.passages:
-            for sentence in _prose_sentences(passage.text):
+            for sentence, share in _prose_sentences(passage.text):
                 shared = len(wanted & set(content_stems(sentence)))
-                rank = (shared, _prose_share(sentence))
+                rank = (shared, share)
                 if shared and rank > best_rank:
                     best, best_rank = sentence, rank
         key = normalise(best)
@@ -175,20 +175,19 @@ def _fills(state: ResearchState, replacements: list[str]) -> list[str]:
     return fills
 
 
-def _prose_sentences(text: str) -> list[str]:
-    """The sentences of a passage that read as prose: each paragraph's sentences (a sentence
-    never runs across a blank line) of `FILL_MIN_WORDS` to `FILL_MAX_WORDS` words, mostly words
-    (`PROSE_SHARE`) and no interpreter prompt: an example's code is no answer."""
+def _prose_sentences(text: str) -> list[tuple[str, float]]:
+    """The sentences of a passage that read as prose, each with its share of plain words: each
+    paragraph's sentences (a sentence never runs across a blank line) of `FILL_MIN_WORDS` to
+    `FILL_MAX_WORDS` words, mostly words (`PROSE_SHARE`) and no interpreter prompt: an example's
+    code is no answer."""
     sentences = []
     for paragraph in re.split(r"\n\s*\n", text):
         for sentence in split_claims(" ".join(paragraph.split()), min_words=FILL_MIN_WORDS):
-            if (
-                len(sentence.split()) <= FILL_MAX_WORDS
-                and ">>>" not in sentence
-                and "..." not in sentence
-                and _prose_share(sentence) >= PROSE_SHARE
-            ):
-                sentences.append(sentence)
+            if len(sentence.split()) > FILL_MAX_WORDS or ">>>" in sentence or "..." in sentence:
+                continue
+            share = _prose_share(sentence)
+            if share >= PROSE_SHARE:
+                sentences.append((sentence, share))
     return sentences
 
 

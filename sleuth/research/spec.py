@@ -39,7 +39,7 @@ from sleuth.research.nodes import (
     replan_node,
     summarize_node,
 )
-from sleuth.research.plan import MAX_SUB_QUESTIONS, unanswered
+from sleuth.research.plan import MAX_SUB_QUESTIONS, unanswered, uncovered
 from sleuth.research.report import ResearchReport, build_final_state, finish
 from sleuth.research.review import ask_reviewer
 from sleuth.research.router import (
@@ -408,7 +408,7 @@ class ResearchSpec:
             updated.sub_question_count = len(updated.sub_questions)
             updated.pending_count = len(updated.pending)
             updated.next_sub_question = updated.pending[0] + 1 if updated.pending else 0
-            updated.uncovered_count = sum(1 for entry in updated.coverage if not entry.covered)
+            updated.uncovered_count = len(uncovered(updated))
             updated.unanswered_count = len(unanswered(updated))
             node_span.set_attributes(
                 {
