@@ -35,6 +35,18 @@ from sleuth.state import EvidenceItem
 from workers.cli_research import format_report
 
 
+def asking(script: ResearchScript, node: str) -> tuple[ScriptedModel, list[str]]:
+    """`script` as a model, and the list of the user texts its `node` requests carry, in order."""
+    asked: list[str] = []
+
+    def responder(call: ModelCall) -> ModelResponse:
+        if node_of_request(call.messages) == node:
+            asked.append(call.last_user_text)
+        return script(call)
+
+    return ScriptedModel(responder=responder), asked
+
+
 def test_sub_questions_are_parsed_from_the_planners_json() -> None:
     assert parse_sub_questions('["A?", "B?"]', "Q", 4) == ["A?", "B?"]
     fenced = 'Here you go:\n```json\n{"sub_questions": ["A?", " b ?", "a?"]}\n```'
@@ -182,16 +194,8 @@ async def test_a_rewrite_is_told_the_parts_the_report_leaves_unanswered() -> Non
     script, docs = three_part_script(), DocsSearch()
     script.summary = f"{FACTS['receive']} {FACTS['suppress']}"
     script.rewrite = everything = " ".join(FACTS.values())
-    prompts: list[str] = []
-
-    def responder(call):  # type: ignore[no-untyped-def]
-        if node_of_request(call.messages) == "regenerate":
-            prompts.append(call.last_user_text)
-        return script(call)
-
-    spec = create_research_workflow(
-        model=ScriptedModel(responder=responder), tools=[docs.tool()], regenerate="rewrite"
-    )
+    model, prompts = asking(script, "regenerate")
+    spec = create_research_workflow(model=model, tools=[docs.tool()], regenerate="rewrite")
     report = (await spec.execute(QUESTION)).final_state
     assert len(prompts) == 1
     assert (
@@ -261,14 +265,8 @@ async def test_without_stop_when_covered_the_agent_answers_each_part() -> None:
 
 async def test_an_uncovered_part_produces_a_replan_that_names_it() -> None:
     script, docs = three_part_script(), DocsSearch(withheld="finally")
-    replans: list[str] = []
-
-    def responder(call):  # type: ignore[no-untyped-def]
-        if node_of_request(call.messages) == "replan":
-            replans.append(call.last_user_text)
-        return script(call)
-
-    spec = create_research_workflow(model=ScriptedModel(responder=responder), tools=[docs.tool()])
+    model, replans = asking(script, "replan")
+    spec = create_research_workflow(model=model, tools=[docs.tool()])
     report = (await spec.execute(QUESTION)).final_state
     # The first report's claim about the withheld part has no evidence, so it is not grounded
     # (2 of 3 still meet the threshold): the replan is for the uncovered part alone, and the
@@ -288,16 +286,8 @@ async def test_an_uncovered_part_produces_a_replan_that_names_it() -> None:
 async def test_the_replan_prompt_names_ungrounded_claims_beside_uncovered_parts() -> None:
     script = three_part_script(verdicts=[False, False, True])
     docs = DocsSearch(withheld="finally")
-    replans: list[str] = []
-
-    def responder(call):  # type: ignore[no-untyped-def]
-        if node_of_request(call.messages) == "replan":
-            replans.append(call.last_user_text)
-        return script(call)
-
-    spec = create_research_workflow(
-        model=ScriptedModel(responder=responder), tools=[docs.tool()], causal_inference=False
-    )
+    model, replans = asking(script, "replan")
+    spec = create_research_workflow(model=model, tools=[docs.tool()], causal_inference=False)
     report = (await spec.execute(QUESTION)).final_state
     assert report.regeneration_count == 1 and report.replan_count == 1
     assert "Parts of the question with no evidence yet:" in replans[0]
