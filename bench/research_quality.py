@@ -2,7 +2,7 @@
 
     python -m bench.research_quality [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b]
                                      [--limit N] [--questions id,id,...] [--threads N]
-                                     [--report FILE]
+                                     [--report FILE] [--reports DIR]
 
 Every question (22, over CPython's language reference in `pydoc_data.topics`, the demo corpus)
 lists the key facts a complete answer states, as case-insensitive regular expressions. Some ask
@@ -12,6 +12,9 @@ execute per sub-question, causal inference, summarize, grounding eval, regenerat
 the named local model, and the benchmark prints, per question:
 
 - `recall`: the share of the key facts the answer (summary and key findings) states;
+- `found`: the share of the key facts the evidence trail holds (what any answer written from
+  this evidence could state: below `recall`'s reach means the search missed, above it that the
+  writer left out what was found);
 - `judge`: the share of the report's claims the grounding judge found grounded;
 - `quotes`: the share of claims whose citations all carry a quote found verbatim in the evidence
   (`missing`: claims with no quote, or a quote the evidence does not hold);
@@ -21,7 +24,8 @@ the named local model, and the benchmark prints, per question:
 
 then the medians per model, side by side. Goals (issue #12): median recall ≥ 0.7, no claim in a
 final report whose quote is missing, median wall ≤ 180 s per question on 2 cores. `--report`
-writes the first question's report, as `sleuth research` prints it, to FILE.
+writes the first question's report, as `sleuth research` prints it, to FILE; `--reports DIR`
+writes every run's report to DIR/<model>-<question>.txt.
 """
 
 from __future__ import annotations
@@ -217,6 +221,7 @@ class Row:
     question: str
     kind: str
     recall: float
+    found: float
     judge: float | None
     quotes: float | None
     missing: int
@@ -273,6 +278,11 @@ def quote_check(report: ResearchReport, state: ResearchState) -> tuple[float | N
     return passed / len(report.claims), len(report.claims) - passed
 
 
+def evidence_text(state: ResearchState) -> str:
+    """Everything the evidence trail holds: each tool output and the text of each passage in it."""
+    return "\n".join(text for item in state.evidence for text in _texts(item.output))
+
+
 async def run_question(model_name: str, spec: Any, question: Question) -> Row:
     started = time.perf_counter()
 
@@ -300,6 +310,7 @@ async def run_question(model_name: str, spec: Any, question: Question) -> Row:
         question=question.id,
         kind=question.kind,
         recall=fact_recall(answer_text(report), question.facts),
+        found=fact_recall(evidence_text(state), question.facts),
         judge=sum(grounded) / len(grounded) if grounded else None,
         quotes=quotes,
         missing=missing,
@@ -319,7 +330,7 @@ def _share(value: float | None) -> str:
 
 
 HEADER = (
-    f"{'model':<20} {'question':<20} {'kind':<9} {'recall':>6} {'judge':>6} {'quotes':>6} "
+    f"{'model':<20} {'question':<20} {'kind':<9} {'recall':>6} {'found':>6} {'judge':>6} {'quotes':>6} "
     f"{'missing':>7} {'covered':>7} {'tools':>5} {'replans':>7} {'regens':>6} {'wall s':>7}"
 )
 
@@ -327,7 +338,7 @@ HEADER = (
 def format_row(row: Row) -> str:
     return (
         f"{row.model:<20} {row.question:<20} {row.kind:<9} {_share(row.recall):>6} "
-        f"{_share(row.judge):>6} {_share(row.quotes):>6} {f'{row.missing}/{row.claims}':>7} "
+        f"{_share(row.found):>6} {_share(row.judge):>6} {_share(row.quotes):>6} {f'{row.missing}/{row.claims}':>7} "
         f"{f'{row.covered}/{row.planned}':>7} {row.tool_calls:>5} {row.replans:>7} "
         f"{row.regenerations:>6} {row.wall:>7.0f}"
     )
@@ -344,6 +355,7 @@ def format_medians(model: str, rows: list[Row]) -> str:
     return (
         f"{model:<20} {f'median of {len(rows)}':<20} {'':<9} "
         f"{_share(_median([r.recall for r in rows])):>6} "
+        f"{_share(_median([r.found for r in rows])):>6} "
         f"{_share(_median([r.judge for r in rows])):>6} "
         f"{_share(_median([r.quotes for r in rows])):>6} "
         f"{f'{sum(r.missing for r in rows)}/{sum(r.claims for r in rows)}':>7} "
@@ -392,6 +404,12 @@ async def main(args: argparse.Namespace) -> None:
             print(format_row(row), flush=True)
             if args.report and len(rows) == 1 and name == models[0]:
                 Path(args.report).write_text(f"$ {question.text}\n{row.report}\n")
+            if args.reports:
+                folder = Path(args.reports)
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / f"{name}-{question.id}.txt").write_text(
+                    f"$ {question.text}\n{row.report}\n"
+                )
     print(flush=True)
     print(HEADER)
     for name in models:
@@ -412,6 +430,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="llama.cpp threads (fewer than cores is faster on a busy machine)",
     )
     parser.add_argument("--report", default=None, help="write the first question's report here")
+    parser.add_argument(
+        "--reports", default=None, help="write every run's report to DIR/<model>-<question>.txt"
+    )
     return parser.parse_args(argv)
 
 
