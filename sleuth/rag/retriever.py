@@ -7,6 +7,7 @@ from typing import Any
 
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.stores.base import BaseVectorStore, Where
+from sleuth.rag.text import near_duplicates
 from sleuth.rag.tools import coerce_number
 from sleuth.rag.types import RetrievedChunk
 
@@ -44,19 +45,23 @@ class RAGRetriever:
         if not query or not query.strip() or not k or k <= 0:
             return []
         embedding = self.embedder.embed([query])[0] if self.embedder is not None else None
-        # Ask for a few more than k: identical passages stored under two sources (a section that
-        # is also its own page) are returned once, and should not crowd out other passages.
+        # Ask for more than k: a passage stored twice (a section that is also its own page, cut
+        # at other boundaries) is returned once, and its copies should not crowd out others.
         found = self.store.search(
-            query, embedding=embedding, top_k=k * 2, where={**self.where, **(where or {})}
+            query, embedding=embedding, top_k=k * 3, where={**self.where, **(where or {})}
         )
         chunks: list[RetrievedChunk] = []
-        seen_texts: set[str] = set()
         for chunk in found:
-            if chunk.text in seen_texts or (floor is not None and chunk.score < floor):
+            if floor is not None and chunk.score < floor:
                 continue
-            seen_texts.add(chunk.text)
+            if any(
+                chunk.text == kept.text or near_duplicates(chunk.text, kept.text) for kept in chunks
+            ):
+                continue
             chunks.append(chunk)
-        return chunks[:k]
+            if len(chunks) == k:
+                break
+        return chunks
 
     async def aretrieve(
         self,

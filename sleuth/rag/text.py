@@ -20,6 +20,55 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+QUESTION_WORDS = frozenset(
+    {"what", "which", "who", "whom", "whose", "why", "how", "does", "do", "did", "purpose"}
+)
+"""Words that frame a question ("what does ...", "how do ...", "the purpose of ...") rather than
+name what it is about. Reference text seldom asks questions, so these words are rare in it, and
+BM25 gives a rare word a high weight: a search for "What is the purpose of the from clause in a
+raise statement?" ranked a passage on name binding first, for holding "purpose" once."""
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a search query that text ranking should weigh: its words without the
+    question words (`QUESTION_WORDS`), unless fewer than two others would remain (a search for
+    "how to" keeps its words)."""
+    found = words(query)
+    kept = [word for word in found if word not in QUESTION_WORDS]
+    return kept if len(kept) >= 2 else found
+
+
+def query_phrases(query: str) -> list[str]:
+    """Each two adjacent words of a search query, question words aside ("from clause", "raise
+    statement"): a store that can match phrases ranks a passage that holds the words together, as
+    the query has them, above one that holds them apart."""
+    found = words(query)
+    return sorted(
+        {
+            f"{first} {second}"
+            for first, second in zip(found, found[1:], strict=False)
+            if first not in QUESTION_WORDS and second not in QUESTION_WORDS
+        }
+    )
+
+
+def shingles(text: str, size: int = 5) -> set[tuple[str, ...]]:
+    """The runs of `size` consecutive words of `text` (one run, of all its words, when shorter)."""
+    found = words(text)
+    return {tuple(found[i : i + size]) for i in range(max(1, len(found) - size + 1))}
+
+
+NEAR_DUPLICATE_SHARE = 0.5
+"""Two passages are near duplicates when half the five-word runs of the shorter are in the other:
+the same section stored twice with different chunk boundaries (a page and its chapter)."""
+
+
+def near_duplicates(first: str, second: str) -> bool:
+    """Whether two passages are mostly the same text (`NEAR_DUPLICATE_SHARE`)."""
+    a, b = shingles(first), shingles(second)
+    return len(a & b) >= NEAR_DUPLICATE_SHARE * max(1, min(len(a), len(b)))
+
+
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -37,21 +86,21 @@ def bm25_scores(
     Word rarity is counted over `texts`, out of `total` documents (default: `len(texts)`); a store
     that passes only the texts containing a query word gives its full document count here.
     """
-    query_words = set(words(query))
-    if not query_words or not texts:
+    wanted = set(query_words(query))
+    if not wanted or not texts:
         return [0.0] * len(texts)
     tokenised = [Counter(words(text)) for text in texts]
     lengths = [sum(counts.values()) for counts in tokenised]
     average_length = (sum(lengths) / len(lengths)) or 1.0
     total = max(total or 0, len(texts))
     idf = {}
-    for word in query_words:
+    for word in wanted:
         containing = sum(1 for counts in tokenised if word in counts)
         idf[word] = math.log(1 + (total - containing + 0.5) / (containing + 0.5))
     scores = []
     for counts, length in zip(tokenised, lengths, strict=True):
         score = 0.0
-        for word in query_words:
+        for word in wanted:
             frequency = counts.get(word, 0)
             if frequency:
                 score += (

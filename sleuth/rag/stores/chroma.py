@@ -38,7 +38,7 @@ from sleuth.rag.stores.base import (
     fuse_rankings,
     replace_without_transactions,
 )
-from sleuth.rag.text import bm25_scores, words
+from sleuth.rag.text import bm25_scores, query_words, words
 from sleuth.rag.types import RetrievedChunk
 
 AUTH_TOKEN_ENV = "CHROMA_AUTH_TOKEN"
@@ -232,7 +232,7 @@ class ChromaVectorStore(BaseVectorStore):
     def _text_hits(
         self, query: str, limit: int, chroma_where: dict[str, Any] | None
     ) -> list[RetrievedChunk]:
-        terms = sorted(set(words(query)))
+        terms = sorted(set(query_words(query)))
         if not terms:
             return []
         holding = [{_TERMS: {"$contains": term}} for term in terms]

@@ -34,7 +34,7 @@ from sleuth.rag.stores.base import (
     check_where,
     fuse_rankings,
 )
-from sleuth.rag.text import words
+from sleuth.rag.text import query_words
 from sleuth.rag.types import RetrievedChunk
 
 _CANDIDATES_PER_RANKING = 4
@@ -394,7 +394,7 @@ class PgVectorStore(BaseVectorStore):
     ) -> list[RetrievedChunk]:
         from psycopg import sql
 
-        terms = sorted(set(words(query)))
+        terms = sorted(set(query_words(query)))
         if not terms:
             return []
         config = sql.Literal(self.text_search_config)

@@ -40,7 +40,7 @@ from sleuth.rag.stores.base import (
     fuse_rankings,
     replace_without_transactions,
 )
-from sleuth.rag.text import bm25_term_weights, term_id, words
+from sleuth.rag.text import bm25_term_weights, query_words, term_id
 from sleuth.rag.types import RetrievedChunk
 
 API_KEY_ENV = "QDRANT_API_KEY"
@@ -328,7 +328,7 @@ class QdrantVectorStore(BaseVectorStore):
     def _text_hits(self, query: str, limit: int, query_filter: Any) -> list[Any]:
         from qdrant_client import models
 
-        terms = sorted({term_id(word) for word in words(query)})
+        terms = sorted({term_id(word) for word in query_words(query)})
         if not terms:
             return []
         sparse = models.SparseVector(indices=terms, values=[1.0] * len(terms))

@@ -31,7 +31,7 @@ from sleuth.rag.stores.base import (
     check_where,
     fuse_rankings,
 )
-from sleuth.rag.text import unit_rows, unit_rows_cosine, words
+from sleuth.rag.text import query_phrases, query_words, unit_rows, unit_rows_cosine
 from sleuth.rag.types import RetrievedChunk
 
 _SCHEMA = """
@@ -272,10 +272,13 @@ class SQLiteStore(BaseVectorStore):
         return self._chunks([(int(rowid), score) for rowid, score in fused])
 
     def _text_search(self, query: str, limit: int, where: Where | None) -> list[tuple[int, float]]:
-        terms = sorted(set(words(query)))
+        terms = sorted(set(query_words(query)))
         if not terms:
             return []
-        match = " OR ".join(f'"{term}"' for term in terms)
+        # Each pair of adjacent query words is a phrase too: FTS5 weighs a phrase by its own
+        # rarity, so a passage holding "from clause" as the query has it outranks one that holds
+        # "from" and "clause" apart.
+        match = " OR ".join(f'"{term}"' for term in [*terms, *query_phrases(query)])
         clause, params = _where_sql(where)
         with self._lock:
             rows = self._db.execute(
