@@ -166,3 +166,29 @@ def test_identical_passages_under_two_sources_are_returned_once() -> None:
     assert len({chunk.text for chunk in chunks}) == 2
     assert {chunk.source for chunk in chunks} & {"with", "compound"}
     assert "try" in {chunk.source for chunk in chunks}
+
+
+def test_a_passage_stored_twice_under_other_boundaries_is_returned_once() -> None:
+    """A section that is also its own page is chunked at other boundaries in each: the copies
+    differ at their ends, and one of them is enough."""
+    section = (
+        "The with statement calls __exit__ with the exception type, value and traceback. "
+        "If __exit__ returns a true value the exception is suppressed, and execution goes on "
+        "with the statement after the with statement. Otherwise the exception propagates."
+    )
+    store = InMemoryVectorStore()
+    store.add(
+        [
+            Document(id="page", text=section, source="with"),
+            Document(id="chapter", text="8.5. Compound statements. " + section[:-30], source="c"),
+            Document(
+                id="try",
+                text="The try statement: a finally clause runs on the way out of an exception.",
+                source="try",
+            ),
+        ]
+    )
+    chunks = RAGRetriever(store=store).retrieve("exception suppressed statement", top_k=2)
+    assert len(chunks) == 2
+    assert len({chunk.source for chunk in chunks} & {"with", "c"}) == 1
+    assert "try" in {chunk.source for chunk in chunks}

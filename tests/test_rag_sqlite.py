@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.rag.stores import SQLiteStore
+from sleuth.rag.stores import Document, SQLiteStore
 from tests.rag_corpus import CORPUS, ids, vector_corpus
 
 
@@ -56,3 +56,26 @@ def test_sqlite_fts_index_follows_replaced_and_deleted_rows(tmp_path: Path):
     db = sqlite3.connect(tmp_path / "s.sqlite")
     db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
     db.close()
+
+
+def test_adjacent_query_words_rank_as_a_phrase(tmp_path: Path):
+    """A passage holding "from clause" as the query has it outranks one that holds both words
+    apart, and more often."""
+    store = SQLiteStore(tmp_path / "p.sqlite")
+    store.add(
+        [
+            Document(
+                id="apart",
+                text="A clause comes from the grammar: a clause here, one from there.",
+                source="a",
+            ),
+            Document(
+                id="together",
+                text="In a raise statement the from clause chains the new exception to the one "
+                "that caused it, which the traceback then shows first.",
+                source="b",
+            ),
+            Document(id="other", text="A statement without either word.", source="c"),
+        ]
+    )
+    assert [hit.id for hit in store.search("the from clause", top_k=2)] == ["together", "apart"]

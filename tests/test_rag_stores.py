@@ -228,6 +228,29 @@ def test_query_without_words_finds_nothing(store: BaseVectorStore):
     assert store.search("statement", top_k=0) == []
 
 
+def test_question_words_do_not_outrank_what_the_question_is_about(store: BaseVectorStore):
+    """Reference text seldom asks questions, so "what" and "purpose" are rare in it; ranked like
+    any rare word, they put a passage that merely holds them first."""
+    store.add(
+        [
+            Document(id="naming", text="What a name is for: the purpose of binding.", source="n"),
+            Document(
+                id="chaining",
+                text="The from clause of a raise statement chains the new exception to the cause.",
+                source="r",
+            ),
+            Document(id="raise", text="A raise statement raises an exception.", source="r"),
+            Document(id="try", text="The except clause of a try statement matches.", source="t"),
+            Document(id="import", text="Names are imported from a module.", source="i"),
+            Document(id="else", text="The else clause of a loop statement runs last.", source="e"),
+        ]
+    )
+    hits = store.search("What is the purpose of the from clause in a raise statement?", top_k=2)
+    assert hits[0].id == "chaining"
+    # A query of question words alone still finds what holds them.
+    assert store.search("what for", top_k=1)[0].id == "naming"
+
+
 # -- vectors (OpenSearch's knn is checked by its request bodies) -----------------------------------
 
 

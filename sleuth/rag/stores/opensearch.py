@@ -23,6 +23,7 @@ from sleuth.rag.stores.base import (
     check_where,
     fuse_rankings,
 )
+from sleuth.rag.text import query_words
 from sleuth.rag.types import RetrievedChunk
 
 _CANDIDATES_PER_RANKING = 4
@@ -231,7 +232,15 @@ class OpenSearchVectorStore(BaseVectorStore):
         depth = max(top_k * _CANDIDATES_PER_RANKING, 50) if use_vectors else top_k
         filters = _filters(where)
         text_hits = (
-            self._hits({"bool": {"must": [{"match": {"text": query}}], "filter": filters}}, depth)
+            self._hits(
+                {
+                    "bool": {
+                        "must": [{"match": {"text": " ".join(query_words(query))}}],
+                        "filter": filters,
+                    }
+                },
+                depth,
+            )
             if query.strip()
             else []
         )
