@@ -402,14 +402,13 @@ async def main(args: argparse.Namespace) -> None:
             row = await run_question(name, spec, question)
             rows.append(row)
             print(format_row(row), flush=True)
+            shown = f"$ {question.text}\n{row.report}\n"
             if args.report and len(rows) == 1 and name == models[0]:
-                Path(args.report).write_text(f"$ {question.text}\n{row.report}\n")
+                Path(args.report).write_text(shown)
             if args.reports:
                 folder = Path(args.reports)
                 folder.mkdir(parents=True, exist_ok=True)
-                (folder / f"{name}-{question.id}.txt").write_text(
-                    f"$ {question.text}\n{row.report}\n"
-                )
+                (folder / f"{name}-{question.id}.txt").write_text(shown)
     print(flush=True)
     print(HEADER)
     for name in models:

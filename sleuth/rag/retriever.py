@@ -54,9 +54,7 @@ class RAGRetriever:
         for chunk in found:
             if floor is not None and chunk.score < floor:
                 continue
-            if any(
-                chunk.text == kept.text or near_duplicates(chunk.text, kept.text) for kept in chunks
-            ):
+            if any(near_duplicates(chunk.text, kept.text) for kept in chunks):
                 continue
             chunks.append(chunk)
             if len(chunks) == k:
