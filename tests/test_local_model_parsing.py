@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sleuth.models import Message, NonRetryableModelError, OutputSchema, ToolSpec
+from sleuth.models import Message, NonRetryableModelError, OutputSchema, ToolSpec, local
 from sleuth.models.local import (
     BOUNDED_CHOICES,
     REPEAT_CHECK_EVERY,
@@ -73,7 +73,7 @@ def test_thread_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
 
 
 class _FakeLlama:
-    """What `_Engine.switch_to` uses of llama_cpp.Llama: the live tokens, save and load."""
+    """What `_Engine.switch_to` uses of llama_cpp.Llama: the live tokens, saved and restored."""
 
     def __init__(self) -> None:
         self.live: list[int] = []
@@ -82,14 +82,15 @@ class _FakeLlama:
     def _input_ids(self) -> np.ndarray:
         return np.array(self.live, dtype=np.int64)
 
-    def save_state(self) -> list[int]:
-        return list(self.live)
 
-    def load_state(self, state: list[int]) -> None:
-        self.live = list(state)
+@pytest.fixture
+def fake_states(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake engine's saved state is its token list."""
+    monkeypatch.setattr(local, "_save_state", lambda llm: list(llm.live))
+    monkeypatch.setattr(local, "_load_state", lambda llm, state: setattr(llm, "live", list(state)))
 
 
-def test_the_longest_saved_prompt_outlives_short_ones_that_displace_it() -> None:
+def test_the_longest_saved_prompt_outlives_short_ones_that_displace_it(fake_states: None) -> None:
     """A writer's long prompt, then five short judge prompts with room for two saved states: the
     writer's prompt is still there to restore (dropping the oldest would have dropped it)."""
     engine = _Engine(Path("unused.gguf"), _Settings(n_ctx=8192, n_threads=1, saved_prompts=2))
@@ -109,7 +110,9 @@ def test_the_longest_saved_prompt_outlives_short_ones_that_displace_it() -> None
     assert ask([*writer, 7, 8, 9]) == len(writer)
 
 
-def test_with_one_saved_state_the_returning_loop_is_restored_not_evicted() -> None:
+def test_with_one_saved_state_the_returning_loop_is_restored_not_evicted(
+    fake_states: None,
+) -> None:
     """Loop A, loop B, loop A again with room for one saved state: A's state is taken out before
     B's is saved, so saving B's cannot evict it."""
     engine = _Engine(Path("unused.gguf"), _Settings(n_ctx=8192, n_threads=1, saved_prompts=1))
