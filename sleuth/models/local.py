@@ -752,7 +752,7 @@ class _SavedState:
     floats, ~260 MB for Qwen2.5's 152k-token vocabulary), which it writes only with `logits_all`
     (off here), so a save took ~0.8 s and a restore ~1.5–2 s on the 0.5B, and each saved prompt
     held a quarter of a gigabyte. This state is llama.cpp's alone (~5 MB for 430 tokens on the
-    0.5B), saved and restored in a few tens of milliseconds.
+    0.5B), saved and restored in about 10 ms.
     """
 
     tokens: Any  # numpy array of the token ids in the cache
