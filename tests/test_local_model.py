@@ -168,6 +168,7 @@ async def test_the_next_turn_of_a_loop_reuses_the_cached_prompt_prefix(model_nam
     # Only the new turn is evaluated: the whole first prompt comes from the KV cache.
     assert stats.prompt_tokens > first_prompt_tokens
     assert stats.reused_prompt_tokens >= first_prompt_tokens
+    assert 1 <= stats.threads <= (os.cpu_count() or 1)  # chosen per request, see _CoreMeter
 
 
 async def test_concurrent_requests_share_one_instance_and_leave_the_loop_free(

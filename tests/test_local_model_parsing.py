@@ -14,6 +14,7 @@ from sleuth.models.local import (
     REPEAT_CHECK_EVERY,
     _awaiting_first_action,
     _bounded_numbers,
+    _CoreMeter,
     _default_threads,
     _Engine,
     _grammar,
@@ -69,7 +70,73 @@ def test_thread_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(NonRetryableModelError, match="SLEUTH_LOCAL_THREADS"):
         _default_threads()
     monkeypatch.delenv("SLEUTH_LOCAL_THREADS")
-    assert _default_threads() >= 1
+    assert _default_threads() is None  # chosen per request from the free cores
+
+
+class _Clock:
+    """Stands in for `time` in the local model: a wall clock and this process's CPU time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.cpu = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def process_time(self) -> float:
+        return self.cpu
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _stat(path: Path, busy_seconds: float) -> None:
+    """A /proc/stat whose busy time (user, nice, system, irq, softirq, steal) is busy_seconds."""
+    ticks = round(busy_seconds * 100)
+    user, system = ticks // 2, ticks - ticks // 2
+    path.write_text(f"cpu  {user} 0 {system} 999999 55 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+
+
+def test_the_thread_count_follows_the_cores_other_processes_leave_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(local, "time", clock)
+    stat = tmp_path / "stat"
+    _stat(stat, 100.0)
+    meter = _CoreMeter(str(stat))
+    meter.cores, meter.tick = 4, 100.0
+
+    # The first reading waits a moment (nothing else changed in it): all 4 cores are free.
+    assert meter.free_cores() == 4
+    # 10 s in which the machine was busy for 25 CPU-seconds, 20 of them this process's own
+    # (llama.cpp itself): others kept half a core busy, which rounds to one core taken.
+    clock.now += 10
+    clock.cpu += 20
+    _stat(stat, 125.1)
+    assert meter.free_cores() == 3
+    # Others kept 2 cores busy; this process none.
+    clock.now += 10
+    _stat(stat, 145.1)
+    assert meter.free_cores() == 2
+    # This process alone kept all 4 cores busy: they are still its to use.
+    clock.now += 10
+    clock.cpu += 40
+    _stat(stat, 185.1)
+    assert meter.free_cores() == 4
+    # Others took every core: one thread still runs.
+    clock.now += 10
+    _stat(stat, 225.1)
+    assert meter.free_cores() == 1
+    # A second request right after reuses the last answer instead of reading a too-short interval.
+    clock.now += 0.01
+    _stat(stat, 999.0)
+    assert meter.free_cores() == 1
+
+
+def test_without_proc_stat_every_core_counts_as_free(tmp_path: Path) -> None:
+    meter = _CoreMeter(str(tmp_path / "missing"))
+    assert meter.free_cores() == meter.cores >= 1
 
 
 class _FakeLlama:

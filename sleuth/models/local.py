@@ -206,6 +206,8 @@ class LocalRequestStats:
     prompt_seconds: float = 0.0
     """Time to the first sampled token: evaluating the prompt tokens not reused from the cache."""
     total_seconds: float = 0.0
+    threads: int = 0
+    """llama.cpp threads the request ran with (`_CoreMeter` picks them unless configured)."""
 
 
 class _Cancelled(SleuthError):
@@ -224,6 +226,24 @@ class _Engine:
         self.template: Any = None
         self.eos_text = ""
         self.saved: OrderedDict[tuple[int, ...], _SavedState] = OrderedDict()
+        self.meter = _CoreMeter()
+        self.threads = 0
+
+    def use_threads(self) -> int:
+        """Set llama.cpp's thread count for the next request and return it: the configured count,
+        else as many as the cores other processes leave free (at least one).
+
+        llama.cpp's threads spin at each step's barrier until all of them arrive, so a thread
+        that shares its core with another process stalls the others: with one of 2 cores kept
+        busy, 2 threads took 41 s where 1 took 25.5 s (three local-model tests, measured here).
+        """
+        threads = self.settings.n_threads or self.meter.free_cores()
+        if threads != self.threads:
+            import llama_cpp
+
+            llama_cpp.llama_set_n_threads(self.llm.ctx, threads, threads)
+            self.threads = threads
+        return threads
 
     def switch_to(self, tokens: list[int]) -> int:
         """Prepare the KV cache for `tokens`; return how many leading tokens need no evaluation.
@@ -273,8 +293,8 @@ class _Engine:
             llm = llama_cpp.Llama(
                 model_path=str(path),
                 n_ctx=self.settings.n_ctx,
-                n_threads=self.settings.n_threads,
-                n_threads_batch=self.settings.n_threads,
+                n_threads=self.settings.n_threads or _cpu_count(),
+                n_threads_batch=self.settings.n_threads or _cpu_count(),
                 verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
@@ -323,7 +343,8 @@ class _Settings:
     """What a llama.cpp instance is built with; models that agree on these share one."""
 
     n_ctx: int
-    n_threads: int
+    n_threads: int | None
+    """None: chosen per request from the cores other processes leave free (`_CoreMeter`)."""
     saved_prompts: int
 
 
@@ -375,9 +396,10 @@ class LocalModel:
         """Settings (all optional):
 
         - `local_n_ctx`: context window in tokens (prompt + answer); memory grows with it.
-        - `local_n_threads`: CPU threads for llama.cpp; default `$SLEUTH_LOCAL_THREADS`, else all
-          cores. llama.cpp's threads spin while they wait for each other, so on a machine where
-          other processes keep a core busy, fewer threads than cores is much faster.
+        - `local_n_threads`: CPU threads for llama.cpp; default `$SLEUTH_LOCAL_THREADS`, else
+          chosen per request: the cores other processes left free. llama.cpp's threads spin
+          while they wait for each other, so on a machine where other processes keep a core
+          busy, fewer threads than cores is much faster.
         - `local_temperature`: 0 (default) decodes greedily, so runs repeat exactly.
         - `local_seed`: sampling seed when the temperature is above 0.
         - `local_max_output_tokens`: answer length cap when a request sets none.
@@ -579,6 +601,7 @@ class LocalModel:
                 f"{llm.n_ctx()}; raise local_n_ctx or shorten the conversation"
             )
         reused = self._engine.switch_to(tokens)
+        threads = self._engine.use_threads()
         started = time.monotonic()
         first_token_at: list[float] = []
 
@@ -608,6 +631,7 @@ class LocalModel:
                 output_tokens=output_tokens,
                 prompt_seconds=(first_token_at[0] if first_token_at else finished) - started,
                 total_seconds=finished - started,
+                threads=threads,
             )
             return text, finish_reason, usage, logprobs
         result = llm.create_completion(
@@ -638,6 +662,7 @@ class LocalModel:
             output_tokens=usage.output_tokens,
             prompt_seconds=(first_token_at[0] if first_token_at else finished) - started,
             total_seconds=finished - started,
+            threads=threads,
         )
         return text, finish_reason, usage, None
 
@@ -813,12 +838,71 @@ def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:
     return shared
 
 
-def _default_threads() -> int:
+def _default_threads() -> int | None:
+    """`$SLEUTH_LOCAL_THREADS`, or None: each request takes the cores left free."""
     try:
-        configured = load_settings().local_threads
+        return load_settings().local_threads
     except SettingsError as exc:
         raise NonRetryableModelError(str(exc)) from None
-    return configured or os.cpu_count() or 1
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class _CoreMeter:
+    """How many cores other processes leave free, from Linux's /proc/stat: the whole machine's
+    busy time minus this process's own CPU time, since the previous reading. Elsewhere (no
+    /proc/stat) every core counts as free."""
+
+    MIN_INTERVAL = 0.1
+    """Shorter intervals hold too few clock ticks (100 a second per core) to count on."""
+
+    def __init__(self, stat_path: str = "/proc/stat") -> None:
+        self.stat_path = stat_path
+        self.cores = _cpu_count()
+        self.last: tuple[float, float, float] | None = None
+        self.free = self.cores
+        try:
+            self.tick = float(os.sysconf("SC_CLK_TCK"))
+        except (AttributeError, ValueError, OSError):
+            self.tick = 100.0
+
+    def _read(self) -> tuple[float, float, float] | None:
+        try:
+            with open(self.stat_path, encoding="ascii") as f:
+                fields = f.readline().split()
+        except OSError:
+            return None
+        if len(fields) < 8 or fields[0] != "cpu":
+            return None
+        # user nice system idle iowait irq softirq steal: everything but idle and iowait is busy.
+        ticks = [int(v) for v in fields[1:9]]
+        busy = sum(ticks) - ticks[3] - ticks[4]
+        return time.monotonic(), busy / self.tick, time.process_time()
+
+    def free_cores(self) -> int:
+        """Cores not used by other processes over the last interval, rounded, at least one."""
+        now = self._read()
+        if now is None:
+            return self.cores
+        if self.last is None:
+            time.sleep(self.MIN_INTERVAL)
+            self.last, now = now, self._read()
+            if now is None:
+                return self.cores
+        elapsed = now[0] - self.last[0]
+        if elapsed < self.MIN_INTERVAL:
+            return self.free
+        others = max(0.0, (now[1] - self.last[1]) - (now[2] - self.last[2])) / elapsed
+        # A core counts as free when others use less than a quarter of it: llama.cpp's barrier
+        # waits make a thread on a partly busy core cost more than it brings.
+        self.free = max(1, min(self.cores, int(self.cores - others + 0.25)))
+        self.last = now
+        return self.free
 
 
 def _require_llama_cpp() -> None:
