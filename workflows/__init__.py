@@ -1,18 +1,45 @@
-"""Deterministic Temporal workflows (sandbox-safe: no I/O, no clocks). Import classes from here."""
+"""Deterministic Temporal workflows (sandbox-safe: no I/O, no clocks). Import classes from here.
+
+The classes load on first use (PEP 562), so a process that needs only `workflows.metrics` (the
+CLI, through its telemetry set-up) does not import every workflow and activity module.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from workflows.agent import AgentWorkflow
-from workflows.decompose import DecomposeWorkflow
-from workflows.pipeline import PipelineWorkflow
-from workflows.research import ResearchWorkflow
-from workflows.scan import KnowledgeScanWorkflow
+if TYPE_CHECKING:
+    from workflows.agent import AgentWorkflow
+    from workflows.decompose import DecomposeWorkflow
+    from workflows.pipeline import PipelineWorkflow
+    from workflows.research import ResearchWorkflow
+    from workflows.scan import KnowledgeScanWorkflow
 
-ALL_WORKFLOWS: list[Any] = []
-ALL_WORKFLOWS.append(ResearchWorkflow)
-ALL_WORKFLOWS.append(KnowledgeScanWorkflow)
-ALL_WORKFLOWS.append(DecomposeWorkflow)
-ALL_WORKFLOWS.append(PipelineWorkflow)
-ALL_WORKFLOWS.append(AgentWorkflow)
+    ALL_WORKFLOWS: list[Any]
+
+_CLASSES = {
+    "ResearchWorkflow": "workflows.research",
+    "KnowledgeScanWorkflow": "workflows.scan",
+    "DecomposeWorkflow": "workflows.decompose",
+    "PipelineWorkflow": "workflows.pipeline",
+    "AgentWorkflow": "workflows.agent",
+}
+
+__all__ = [
+    "ALL_WORKFLOWS",
+    "AgentWorkflow",
+    "DecomposeWorkflow",
+    "KnowledgeScanWorkflow",
+    "PipelineWorkflow",
+    "ResearchWorkflow",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ALL_WORKFLOWS":
+        return [__getattr__(class_name) for class_name in _CLASSES]
+    module = _CLASSES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
