@@ -131,9 +131,15 @@ def pytest_report_header(config: pytest.Config) -> str:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which turns the group into a node id suffix
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`), the tests that run the real local model share one
-    worker: each keeps both cores busy, and two at once would only wait for each other."""
+    """Under pytest-xdist (`--dist loadgroup`), the tests that run a real model share one worker
+    per kind: those running it in-process (`localmodel`) and those running llama-cpp-python's
+    server (`llamaserver`, tests/test_openai_server.py). The two kinds run side by side, each
+    on about one core: the local model picks its thread count from the free cores, and the
+    server is started with one thread (tests/llama_server.py). Two models of one kind at once
+    would load a second copy of the weights for no gain."""
     for item in items:
         if item.get_closest_marker("localmodel") is not None:
-            item.add_marker(pytest.mark.xdist_group("localmodel"))
+            kind = "llamaserver" if item.path.name == "test_openai_server.py" else "localmodel"
+            item.add_marker(pytest.mark.xdist_group(kind))

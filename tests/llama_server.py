@@ -61,6 +61,13 @@ def start_llama_server(
         "8192",
         "--seed",
         "0",
+        # One thread for prompts as for decoding (the server's default is every core for
+        # prompts): the suite runs a local model on the other core (tests/conftest.py), and
+        # llama.cpp's threads spin while they wait for each other.
+        "--n_threads",
+        "1",
+        "--n_threads_batch",
+        "1",
     ]
     if chat_format is not None:
         command += ["--chat_format", chat_format]

@@ -45,6 +45,10 @@ def test_other_xdist_workers_count_as_load(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.localmodel
 def test_the_local_model_tests_share_one_xdist_worker(request: pytest.FixtureRequest) -> None:
-    # Needs no model: it checks only that conftest put every `localmodel` test in one group.
+    # Needs no model: it checks only that conftest put every in-process `localmodel` test in
+    # one group (tests/test_openai_server.py's go to the `llamaserver` group).
     group = request.node.get_closest_marker("xdist_group")
     assert group is not None and group.args == ("localmodel",)
+    if request.config.getvalue("loadgroup"):
+        # What xdist schedules by: a marker added after its own hook ran would be ignored.
+        assert request.node.nodeid.endswith("@localmodel")
