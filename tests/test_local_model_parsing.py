@@ -109,29 +109,22 @@ def test_the_thread_count_follows_the_cores_other_processes_leave_free(
 
     # The first reading waits a moment (nothing else changed in it): all 4 cores are free.
     assert meter.free_cores() == 4
-    # 10 s in which the machine was busy for 25 CPU-seconds, 20 of them this process's own
-    # (llama.cpp itself): others kept half a core busy, which rounds to one core taken.
-    clock.now += 10
-    clock.cpu += 20
-    _stat(stat, 125.1)
-    assert meter.free_cores() == 3
-    # Others kept 2 cores busy; this process none.
-    clock.now += 10
-    _stat(stat, 145.1)
-    assert meter.free_cores() == 2
-    # This process alone kept all 4 cores busy: they are still its to use.
-    clock.now += 10
-    clock.cpu += 40
-    _stat(stat, 185.1)
-    assert meter.free_cores() == 4
-    # Others took every core: one thread still runs.
-    clock.now += 10
-    _stat(stat, 225.1)
-    assert meter.free_cores() == 1
-    # A second request right after reuses the last answer instead of reading a too-short interval.
-    clock.now += 0.01
-    _stat(stat, 999.0)
-    assert meter.free_cores() == 1
+    steps = [
+        # (seconds passed, this process's CPU seconds in them, machine busy total, free cores)
+        # Busy for 25 CPU-seconds, 20 of them this process's own (llama.cpp itself): others
+        # kept half a core busy, which takes it.
+        (10, 20, 125.1, 3),
+        (10, 0, 145.1, 2),  # others kept 2 cores busy; this process none
+        (10, 40, 185.1, 4),  # this process alone kept all 4 busy: they are still its to use
+        (10, 0, 225.1, 1),  # others took every core: one thread still runs
+        # A request right after reuses the last answer instead of reading too short an interval.
+        (0.01, 0, 999.0, 1),
+    ]
+    for seconds, own_cpu, busy, free in steps:
+        clock.now += seconds
+        clock.cpu += own_cpu
+        _stat(stat, busy)
+        assert meter.free_cores() == free, (seconds, own_cpu, busy)
 
 
 def test_without_proc_stat_every_core_counts_as_free(tmp_path: Path) -> None:
