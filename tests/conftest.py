@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,6 +25,27 @@ _WORKER_SETTINGS = (
     "SLEUTH_SINKS",
     "SLEUTH_SINK_DIRS",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _share_bytecode()
+
+
+def _share_bytecode() -> None:
+    """With `PYTHONDONTWRITEBYTECODE` set (some CI images and sandboxes set it), every process
+    the suite starts (the xdist workers, ~65 `sleuth` commands, worker and server processes)
+    would compile Sleuth's modules, and pytest would rewrite every test module, from source
+    again. The suite instead keeps their bytecode in one cache outside the checkout
+    (`PYTHONPYCACHEPREFIX`), so each module is compiled once. Nothing is written into the
+    checkout; a `PYTHONPYCACHEPREFIX` already set is left as it is."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    prefix = str(Path(tempfile.gettempdir()) / f"sleuth-tests-pycache-{uid}")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = prefix
 
 
 @pytest.fixture(scope="session")

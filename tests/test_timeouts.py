@@ -1,6 +1,11 @@
-"""Test timeouts scale with one factor: `SLEUTH_TEST_TIMEOUT_FACTOR`, else the load average."""
+"""Test timeouts scale with one factor: `SLEUTH_TEST_TIMEOUT_FACTOR`, else the load average; and
+the rest of the suite's own set-up (the model tests' xdist groups, the shared bytecode cache)."""
 
 from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +57,29 @@ def test_the_local_model_tests_share_one_xdist_worker(request: pytest.FixtureReq
     if request.config.getvalue("loadgroup"):
         # What xdist schedules by: a marker added after its own hook ran would be ignored.
         assert request.node.nodeid.endswith("@localmodel")
+
+
+def test_with_bytecode_writing_off_the_suite_keeps_one_cache_outside_the_checkout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests import conftest
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+
+    conftest._share_bytecode()
+
+    # The processes the tests start inherit the cache; this one uses it from now on.
+    prefix = os.environ["PYTHONPYCACHEPREFIX"]
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
+    assert sys.pycache_prefix == prefix and not sys.dont_write_bytecode
+    assert not Path(prefix).resolve().is_relative_to(Path(__file__).resolve().parent.parent)
+
+    # A cache the person chose is theirs.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/somewhere/else")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    conftest._share_bytecode()
+    assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1" and sys.dont_write_bytecode
