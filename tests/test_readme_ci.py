@@ -45,8 +45,8 @@ def test_ci_installs_and_runs_exactly_the_readme_test_command() -> None:
     assert ci_array(script, "TEST_INSTALL") == shlex.split(install)
     assert ci_array(script, "MODEL_PULL") == shlex.split(model_pull)
     assert run_tests == "pytest"
-    assert re.search(r"^pytest --durations=15 2>&1 \| tee", script, re.MULTILINE), (
-        "`.ci/run` must run plain pytest, listing the 15 slowest tests"
+    assert re.search(r"^pytest --durations=15 -rs 2>&1 \| tee", script, re.MULTILINE), (
+        "`.ci/run` must run plain pytest, listing the 15 slowest tests and the skip reasons"
     )
 
 
