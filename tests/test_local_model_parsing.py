@@ -105,7 +105,7 @@ def test_the_thread_count_follows_the_cores_other_processes_leave_free(
     stat = tmp_path / "stat"
     _stat(stat, 100.0)
     meter = _CoreMeter(str(stat))
-    meter.cores, meter.tick = 4, 100.0
+    meter.cpus, meter.cores, meter.tick = None, 4, 100.0  # the machine's total line
 
     # The first reading waits a moment (nothing else changed in it): all 4 cores are free.
     assert meter.free_cores() == 4
@@ -125,6 +125,34 @@ def test_the_thread_count_follows_the_cores_other_processes_leave_free(
         clock.cpu += own_cpu
         _stat(stat, busy)
         assert meter.free_cores() == free, (seconds, own_cpu, busy)
+
+
+def test_only_the_cpus_this_process_may_use_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(local, "time", clock)
+    stat = tmp_path / "stat"
+
+    def write(busy_per_cpu: list[float]) -> None:
+        rows = [
+            f"cpu{n} {round(b * 100)} 0 0 99999 7 0 0 0 0 0" for n, b in enumerate(busy_per_cpu)
+        ]
+        total = round(sum(busy_per_cpu) * 100)
+        stat.write_text("\n".join([f"cpu  {total} 0 0 99999 7 0 0 0 0 0", *rows]) + "\n")
+
+    write([0, 0, 0, 0])
+    meter = _CoreMeter(str(stat))
+    meter.cpus, meter.cores, meter.tick = frozenset({0, 1}), 2, 100.0
+    assert meter.free_cores() == 2
+    # Others kept CPUs 2 and 3 busy: this process's two are still free.
+    clock.now += 10
+    write([0, 0, 10, 10])
+    assert meter.free_cores() == 2
+    # Others kept CPU 1 busy.
+    clock.now += 10
+    write([0, 10, 20, 20])
+    assert meter.free_cores() == 1
 
 
 def test_without_proc_stat_every_core_counts_as_free(tmp_path: Path) -> None:

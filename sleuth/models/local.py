@@ -847,23 +847,30 @@ def _default_threads() -> int | None:
 
 
 def _cpu_count() -> int:
+    cpus = _allowed_cpus()
+    return len(cpus) if cpus else os.cpu_count() or 1
+
+
+def _allowed_cpus() -> frozenset[int] | None:
+    """The CPUs this process may run on (`taskset`, a container's cpuset), where the OS says."""
     try:
-        return len(os.sched_getaffinity(0))
+        return frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        return None
 
 
 class _CoreMeter:
-    """How many cores other processes leave free, from Linux's /proc/stat: the whole machine's
-    busy time minus this process's own CPU time, since the previous reading. Elsewhere (no
-    /proc/stat) every core counts as free."""
+    """How many of this process's cores other processes leave free, from Linux's /proc/stat: the
+    busy time of the CPUs this process may run on minus its own CPU time, since the previous
+    reading. Elsewhere (no /proc/stat) every core counts as free."""
 
     MIN_INTERVAL = 0.1
     """Shorter intervals hold too few clock ticks (100 a second per core) to count on."""
 
     def __init__(self, stat_path: str = "/proc/stat") -> None:
         self.stat_path = stat_path
-        self.cores = _cpu_count()
+        self.cpus = _allowed_cpus()
+        self.cores = len(self.cpus) if self.cpus else os.cpu_count() or 1
         self.last: tuple[float, float, float] | None = None
         self.free = self.cores
         try:
@@ -874,14 +881,22 @@ class _CoreMeter:
     def _read(self) -> tuple[float, float, float] | None:
         try:
             with open(self.stat_path, encoding="ascii") as f:
-                fields = f.readline().split()
+                lines = [line.split() for line in f if line.startswith("cpu")]
         except OSError:
             return None
-        if len(fields) < 8 or fields[0] != "cpu":
-            return None
-        # user nice system idle iowait irq softirq steal: everything but idle and iowait is busy.
-        ticks = [int(v) for v in fields[1:9]]
-        busy = sum(ticks) - ticks[3] - ticks[4]
+        # "cpu" sums every CPU; "cpuN" is one. Only this process's CPUs count, when known: others
+        # busy on CPUs it may not use leave its own free.
+        wanted = [f"cpu{n}" for n in self.cpus] if self.cpus else ["cpu"]
+        rows = [fields for fields in lines if fields[0] in wanted and len(fields) >= 9]
+        if not rows:
+            rows = [fields for fields in lines if fields[0] == "cpu" and len(fields) >= 9]
+            if not rows:
+                return None
+        busy = 0
+        for fields in rows:
+            # user nice system idle iowait irq softirq steal: all but idle and iowait are busy.
+            ticks = [int(v) for v in fields[1:9]]
+            busy += sum(ticks) - ticks[3] - ticks[4]
         return time.monotonic(), busy / self.tick, time.process_time()
 
     def free_cores(self) -> int:
