@@ -90,6 +90,14 @@ class _Clock:
         self.now += seconds
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    """The local model's clocks, moved by hand."""
+    clock = _Clock()
+    monkeypatch.setattr(local, "time", clock)
+    return clock
+
+
 def _stat(path: Path, busy_seconds: float) -> None:
     """A /proc/stat whose busy time (user, nice, system, irq, softirq, steal) is busy_seconds."""
     ticks = round(busy_seconds * 100)
@@ -98,10 +106,8 @@ def _stat(path: Path, busy_seconds: float) -> None:
 
 
 def test_the_thread_count_follows_the_cores_other_processes_leave_free(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: _Clock
 ) -> None:
-    clock = _Clock()
-    monkeypatch.setattr(local, "time", clock)
     stat = tmp_path / "stat"
     _stat(stat, 100.0)
     meter = _CoreMeter(str(stat))
@@ -127,11 +133,7 @@ def test_the_thread_count_follows_the_cores_other_processes_leave_free(
         assert meter.free_cores() == free, (seconds, own_cpu, busy)
 
 
-def test_only_the_cpus_this_process_may_use_count(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clock = _Clock()
-    monkeypatch.setattr(local, "time", clock)
+def test_only_the_cpus_this_process_may_use_count(tmp_path: Path, clock: _Clock) -> None:
     stat = tmp_path / "stat"
 
     def write(busy_per_cpu: list[float]) -> None:

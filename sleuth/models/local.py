@@ -235,7 +235,7 @@ class _Engine:
 
         llama.cpp's threads spin at each step's barrier until all of them arrive, so a thread
         that shares its core with another process stalls the others: with one of 2 cores kept
-        busy, 2 threads took 41 s where 1 took 25.5 s (three local-model tests, measured here).
+        busy, 2 threads took 31.4 s where 1 took 18.3 s (three local-model tests, measured here).
         """
         threads = self.settings.n_threads or self.meter.free_cores()
         if threads != self.threads:
@@ -293,8 +293,9 @@ class _Engine:
             llm = llama_cpp.Llama(
                 model_path=str(path),
                 n_ctx=self.settings.n_ctx,
-                n_threads=self.settings.n_threads or _cpu_count(),
-                n_threads_batch=self.settings.n_threads or _cpu_count(),
+                # Reset per request by use_threads when no count is configured.
+                n_threads=self.settings.n_threads or self.meter.cores,
+                n_threads_batch=self.settings.n_threads or self.meter.cores,
                 verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
@@ -846,11 +847,6 @@ def _default_threads() -> int | None:
         raise NonRetryableModelError(str(exc)) from None
 
 
-def _cpu_count() -> int:
-    cpus = _allowed_cpus()
-    return len(cpus) if cpus else os.cpu_count() or 1
-
-
 def _allowed_cpus() -> frozenset[int] | None:
     """The CPUs this process may run on (`taskset`, a container's cpuset), where the OS says."""
     try:
@@ -886,12 +882,11 @@ class _CoreMeter:
             return None
         # "cpu" sums every CPU; "cpuN" is one. Only this process's CPUs count, when known: others
         # busy on CPUs it may not use leave its own free.
-        wanted = [f"cpu{n}" for n in self.cpus] if self.cpus else ["cpu"]
-        rows = [fields for fields in lines if fields[0] in wanted and len(fields) >= 9]
+        lines = [fields for fields in lines if len(fields) >= 9]
+        wanted = {f"cpu{n}" for n in self.cpus or ()}
+        rows = [f for f in lines if f[0] in wanted] or [f for f in lines if f[0] == "cpu"]
         if not rows:
-            rows = [fields for fields in lines if fields[0] == "cpu" and len(fields) >= 9]
-            if not rows:
-                return None
+            return None
         busy = 0
         for fields in rows:
             # user nice system idle iowait irq softirq steal: all but idle and iowait are busy.
