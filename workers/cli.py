@@ -1,7 +1,10 @@
 """The `sleuth` command line. Each feature adds its subcommands from its own module.
 
 A command module defines `register(subparsers)`, adding parsers whose `func(args) -> int` runs the
-command (coroutines are awaited). Add the module's name to COMMAND_MODULES.
+command (coroutines are awaited). Add each command it adds to COMMANDS, with the module's name.
+A command line imports only its command's module (the others load Temporal's client, the
+workflows and the agent: about half a second of CPU a command need not pay); `sleuth --help`,
+no command or an unknown one import them all.
 """
 
 from __future__ import annotations
@@ -19,49 +22,57 @@ from typing import TextIO
 from sleuth.log import configure_logging
 from sleuth.redact import redact
 from sleuth.settings import load_settings
-from workers.client import DeprecatedVariableWarning
-from workers.telemetry import configure_tracing, shutdown_tracing
 
-COMMAND_MODULES: list[str] = [
-    "workers.cli_server",
-    "workers.cli_worker",
-    "workers.cli_models",
-    "workers.cli_ingest",
-    "workers.cli_research",
-    "workers.cli_scan",
-    "workers.cli_schedule",
-    "workers.cli_run",
-    "workers.cli_agent",
-    "workers.cli_codec",
-    "workers.cli_serve",
-    "workers.cli_setup",
-    "workers.cli_review",
-    "workers.cli_runs",
-    "workers.cli_doctor",
-]
+# Each command, in the order `sleuth --help` lists them, and the module that registers it.
+COMMANDS: dict[str, str] = {
+    "server": "workers.cli_server",
+    "worker": "workers.cli_worker",
+    "models": "workers.cli_models",
+    "ingest": "workers.cli_ingest",
+    "research": "workers.cli_research",
+    "scan": "workers.cli_scan",
+    "rows": "workers.cli_scan",
+    "schedule": "workers.cli_schedule",
+    "run": "workers.cli_run",
+    "agent": "workers.cli_agent",
+    "codec-server": "workers.cli_codec",
+    "serve": "workers.cli_serve",
+    "setup": "workers.cli_setup",
+    "review": "workers.cli_review",
+    "runs": "workers.cli_runs",
+    "doctor": "workers.cli_doctor",
+}
+COMMAND_MODULES: list[str] = list(dict.fromkeys(COMMANDS.values()))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`: only its command's module when it names one, else every command."""
     parser = argparse.ArgumentParser(
         prog="sleuth",
         description="Durable deep-research agents on Temporal.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
+    # The top-level parser has only -h: a first word that is no option is the command.
+    wanted = COMMANDS.get(argv[0]) if argv and not argv[0].startswith("-") else None
+    for module_name in [wanted] if wanted else COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
     return parser
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "reports_bad_settings", False):
         load_settings()  # every SLEUTH_* variable is checked before any command starts
         configure_logging()
     func = getattr(args, "func", None)
     if func is None:
-        parser.print_help()
+        build_parser().print_help()  # every command, whichever module parsed the line
         return 2
+    from workers.telemetry import configure_tracing, shutdown_tracing
+
     configure_tracing()
     try:
         outcome = func(args)
@@ -99,7 +110,9 @@ def _show_warning(
     line: str | None = None,
 ) -> None:
     """Settings warnings read as one line to a person; others keep Python's format."""
-    if issubclass(category, DeprecatedVariableWarning):
+    # Only workers.client warns so, and then it is loaded; a command that never loads it pays nothing.
+    client = sys.modules.get("workers.client")
+    if client is not None and issubclass(category, client.DeprecatedVariableWarning):
         print(f"sleuth: warning: {message}", file=sys.stderr)
         return
     _python_showwarning(message, category, filename, lineno, file, line)

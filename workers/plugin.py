@@ -37,12 +37,12 @@ from temporalio.worker import Interceptor as WorkerInterceptor
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+import workflows as workflow_classes
 from activities import build_activities
 from sleuth.app import App, set_current_app
 from sleuth.errors import SleuthError
 from workers import codec
 from workers.telemetry import has_tracing, with_tracing
-from workflows import ALL_WORKFLOWS
 
 PLUGIN_NAME = "sleuth.SleuthPlugin"
 HEARTBEAT_THROTTLE_SECONDS = 5.0
@@ -79,7 +79,8 @@ class SleuthPlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=_sleuth_data_converter,
             interceptors=list(interceptors),
-            workflows=lambda existing: [*(existing or []), *ALL_WORKFLOWS],
+            # Read when a worker is built: a client alone never imports the workflow modules.
+            workflows=lambda existing: [*(existing or []), *workflow_classes.ALL_WORKFLOWS],
             activities=self._with_activities,
             workflow_runner=_with_passthroughs,
             workflow_failure_exception_types=list(FAILURE_EXCEPTION_TYPES),
