@@ -6,13 +6,13 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 
 pytestmark = pytest.mark.slow
@@ -22,16 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 async def sleuth(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TEMPORAL_ADDRESS": address, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-c", "from workers.cli import main; main()", *args]
-    return await asyncio.to_thread(
-        subprocess.run,
-        command,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=scaled(120),
-    )
+    return await asyncio.to_thread(run_sleuth, args, env=env, cwd=ROOT, timeout=scaled(120))
 
 
 async def test_agent_command_runs_the_agent_and_prints_its_outcome(

@@ -22,6 +22,7 @@ import workflows
 from sleuth.app import App, load_app
 from sleuth.config import web_ui_url, workflow_link
 from tests.apps.ping_app import PingWorkflow
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 from workers.cli import COMMAND_MODULES, COMMANDS, build_parser
 from workers.cli_research import run_research_command
@@ -50,7 +51,7 @@ def ping_registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_sleuth_help_lists_every_command() -> None:
-    result = subprocess.run(sleuth_command("--help"), env=cli_env(), capture_output=True, text=True)
+    result = run_sleuth(["--help"], env=cli_env())
     assert result.returncode == 0, result.stderr
     assert {"workers.cli_server", "workers.cli_worker"} <= set(COMMAND_MODULES)
     subparsers = next(action for action in build_parser()._actions if action.dest == "command")
@@ -235,11 +236,9 @@ async def test_sleuth_worker_polls_until_sigterm_then_stops_cleanly(
 
 def test_sleuth_worker_config_names_the_missing_file(tmp_path: Path) -> None:
     missing = tmp_path / "agents.yaml"
-    result = subprocess.run(
-        sleuth_command("worker", "--app", "tests.apps.ping_app:app", "--config", str(missing)),
+    result = run_sleuth(
+        ["worker", "--app", "tests.apps.ping_app:app", "--config", str(missing)],
         env=cli_env(),
-        capture_output=True,
-        text=True,
         timeout=scaled(60),
     )
     assert result.returncode == 1
@@ -247,12 +246,8 @@ def test_sleuth_worker_config_names_the_missing_file(tmp_path: Path) -> None:
 
 
 def test_sleuth_worker_with_a_bad_app_says_what_to_fix() -> None:
-    result = subprocess.run(
-        sleuth_command("worker", "--app", "no_such_module_here:app"),
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=scaled(60),
+    result = run_sleuth(
+        ["worker", "--app", "no_such_module_here:app"], env=cli_env(), timeout=scaled(60)
     )
     assert result.returncode == 1
     assert "cannot import 'no_such_module_here'" in result.stderr

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from temporalio.service import TLSConfig
 from temporalio.testing import WorkflowEnvironment
 
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 from workers.binaries import temporal_cli
 from workers.client import (
@@ -281,12 +281,9 @@ def test_a_profile_the_temporal_cli_writes_is_the_one_sleuth_and_the_cli_use(
             capture_output=True,
         )
     task_queue = f"nobody-{uuid.uuid4()}"
-    started = subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", "research", "q?"]
-        + ["--no-wait", "--task-queue", task_queue, "--json"],
+    started = run_sleuth(
+        ["research", "q?", "--no-wait", "--task-queue", task_queue, "--json"],
         env=env,
-        capture_output=True,
-        text=True,
         timeout=scaled(120),
     )
     assert started.returncode == 0, started.stderr

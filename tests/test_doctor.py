@@ -16,8 +16,9 @@ from temporalio.testing import WorkflowEnvironment
 from sleuth.models import llama_build, weights
 from sleuth.models.weights import KnownModel
 from sleuth.settings import load_settings
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
-from tests.worker_processes import cli_env, free_port_pair, sleuth_command
+from tests.worker_processes import cli_env, free_port_pair
 from workers import doctor
 from workers.doctor import LlamaProbe
 
@@ -225,13 +226,7 @@ async def test_embedded_ports_free_or_taken(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def _doctor(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        sleuth_command("doctor", *args),
-        env={**cli_env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=scaled(120),
-    )
+    return run_sleuth(["doctor", *args], env={**cli_env(), **env}, timeout=scaled(120))
 
 
 def test_sleuth_doctor_exits_1_when_something_is_broken_and_says_what_to_do() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import subprocess
 import time
 import urllib.request
 import uuid
@@ -18,11 +17,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.apps.ping_app import NapWorkflow, PingWorkflow
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 from tests.worker_processes import (
     cli_env,
     free_port_pair,
-    sleuth_command,
     start_foreground_server,
     stop_foreground_server,
 )
@@ -74,15 +73,11 @@ async def test_connect_temporal_starts_the_embedded_server_once_then_reuses_it(
     again = read_background_server()
     assert again is not None and again.pid == record.pid
 
-    status = subprocess.run(
-        sleuth_command("server", "--status"), env=cli_env(), capture_output=True, text=True
-    )
+    status = run_sleuth(["server", "--status"], env=cli_env())
     assert status.returncode == 0, status.stderr
     assert f"running (pid {record.pid})" in status.stdout
 
-    stopped = subprocess.run(
-        sleuth_command("server", "--stop"), env=cli_env(), capture_output=True, text=True
-    )
+    stopped = run_sleuth(["server", "--stop"], env=cli_env())
     assert stopped.returncode == 0, stopped.stderr
     assert f"pid {record.pid}" in stopped.stdout
     assert not pid_file().exists()
@@ -93,12 +88,8 @@ async def test_connect_temporal_starts_the_embedded_server_once_then_reuses_it(
 async def test_sleuth_server_background_starts_a_detached_server_that_commands_reuse(
     embedded_port: int, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    started = subprocess.run(
-        sleuth_command("server", "--background", "--in-memory"),
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=scaled(120),
+    started = run_sleuth(
+        ["server", "--background", "--in-memory"], env=cli_env(), timeout=scaled(120)
     )
     assert started.returncode == 0, started.stderr
     record = read_background_server()
@@ -110,9 +101,7 @@ async def test_sleuth_server_background_starts_a_detached_server_that_commands_r
     assert reused.service_client.config.target_host == f"localhost:{embedded_port}"
     assert "started the embedded server" not in capfd.readouterr().err
 
-    again = subprocess.run(
-        sleuth_command("server", "--background"), env=cli_env(), capture_output=True, text=True
-    )
+    again = run_sleuth(["server", "--background"], env=cli_env())
     assert again.returncode == 0 and "already running" in again.stdout
     assert read_background_server() == record
 
@@ -204,11 +193,9 @@ def test_sleuth_server_refuses_a_port_in_use(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            sleuth_command("server", "--port", str(port), "--db-file", str(tmp_path / "t.db")),
+        result = run_sleuth(
+            ["server", "--port", str(port), "--db-file", str(tmp_path / "t.db")],
             env=cli_env(),
-            capture_output=True,
-            text=True,
             timeout=scaled(60),
         )
     assert result.returncode == 1

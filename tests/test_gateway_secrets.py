@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.research_models import ResearchRequest
 from sleuth import App, create_research_workflow
 from sleuth.models.openai_compat import MEMORY
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 from workers.worker import build_worker
 from workflows.research import ResearchWorkflow
@@ -116,24 +115,14 @@ def test_the_key_stays_out_of_sleuth_research_output(
     dev_env: WorkflowEnvironment, gateway: EchoingGateway
 ) -> None:
     gateway.statuses.clear()
-    finished = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from workers.cli import main; main()",
-            "research",
-            "What does the gateway say?",
-            "--task-queue",
-            str(uuid.uuid4()),
-        ],
+    finished = run_sleuth(
+        ["research", "What does the gateway say?", "--task-queue", str(uuid.uuid4())],
         cwd=ROOT,
         env={
             **os.environ,
             "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
             "PYTHONPATH": str(ROOT),
         },
-        capture_output=True,
-        text=True,
         timeout=scaled(300),
     )
 

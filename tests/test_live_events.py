@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.research_models import ResearchRequest
 from tests.apps import live_app
+from tests.cli_process import run_sleuth
 from tests.test_research_workflow import ResearchScript, research_app
 from tests.timeouts import scaled
 from workers.events import follow_events
@@ -76,16 +76,7 @@ async def test_events_follow_a_run_across_continue_as_new(time_env: WorkflowEnvi
 
 async def sleuth(address: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "TEMPORAL_ADDRESS": address, "PYTHONPATH": str(ROOT), **env}
-    command = [sys.executable, "-c", "from workers.cli import main; main()", *args]
-    return await asyncio.to_thread(
-        subprocess.run,
-        command,
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=scaled(180),
-    )
+    return await asyncio.to_thread(run_sleuth, args, env=environment, cwd=ROOT, timeout=scaled(180))
 
 
 @pytest.mark.slow

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.research_models import ResearchOutcome
 from tests.apps.research_app import FACT, TOOL_CALLS
 from tests.apps.research_app import app as research_app
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 from workers.binaries import temporal_cli
 from workers.worker import build_worker
@@ -66,12 +66,10 @@ async def test_temporal_cli_starts_a_run_with_plain_json(
 
 
 def sleuth(address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", *args],
+    return run_sleuth(
+        [*args],
         cwd=ROOT,
         env={**os.environ, "TEMPORAL_ADDRESS": address, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
         timeout=scaled(120),
     )
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from sleuth.events import Event
 from sleuth.review import PendingReview
+from tests.cli_process import run_sleuth
+from tests.timeouts import scaled
 from tests.worker_processes import wait_for
 from workers.cli_events import describe_event
 
@@ -33,11 +36,7 @@ def env(address: str, tmp_path: Path) -> dict[str, str]:
 
 
 def sleuth(address: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", *args],
-        cwd=ROOT, env=env(address, tmp_path), capture_output=True, text=True, timeout=120,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    return run_sleuth([*args], cwd=ROOT, env=env(address, tmp_path), timeout=120)  # fmt: skip
 
 
 async def test_a_person_reviews_a_running_research_from_another_terminal(
@@ -51,9 +50,25 @@ async def test_a_person_reviews_a_running_research_from_another_terminal(
         cwd=ROOT, env=env(address, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+    # Read the run's output as it comes, as the person at its terminal does: they decide after
+    # the command has said that a review waits, not merely once the workflow waits.
+    lines: list[str] = []
+    errors: list[str] = []
+    assert research.stdout is not None and research.stderr is not None
+    readers = [
+        threading.Thread(target=lines.extend, args=(research.stdout,), daemon=True),
+        threading.Thread(target=errors.extend, args=(research.stderr,), daemon=True),
+    ]
+    announced = "  … awaiting review: decide with `sleuth review "
+
+    def told(times: int) -> bool:
+        return sum(line.startswith(announced) for line in list(lines)) >= times
+
     try:
-        assert research.stdout is not None
-        first = research.stdout.readline()
+        for reader in readers:
+            reader.start()
+        await wait_for(lambda: bool(lines), "the run's first line")
+        first = lines[0]
         assert first.startswith("research run ") and first.strip().endswith("started")
         run_id = first.split()[2]
         handle = dev_env.client.get_workflow_handle(run_id)
@@ -63,6 +78,9 @@ async def test_a_person_reviews_a_running_research_from_another_terminal(
             return pending is not None and pending.review_id == review_id  # type: ignore[union-attr]
 
         await wait_for(lambda: waits("summary-1"), "the summary review")
+        await wait_for(
+            lambda: told(1), "the command saying a review waits", detail=lambda: "".join(lines)
+        )
         shown = sleuth(address, tmp_path, "review", run_id, "--json")
         assert shown.returncode == 0, shown.stderr
         pending = PendingReview.model_validate(json.loads(shown.stdout))
@@ -73,15 +91,22 @@ async def test_a_person_reviews_a_running_research_from_another_terminal(
         assert revised.returncode == 0, revised.stderr
         assert f"revise: sent to {run_id} (summary-1)" in revised.stdout
         await wait_for(lambda: waits("summary-2"), "the revised summary's review")
+        await wait_for(
+            lambda: told(2),
+            "the command saying the next review waits",
+            detail=lambda: "".join(lines),
+        )
         approved = sleuth(address, tmp_path, "review", run_id, "--approve")
         assert approved.returncode == 0, approved.stderr
-        out, err = research.communicate(timeout=120)
+        research.wait(timeout=scaled(120))
+        for reader in readers:
+            reader.join(timeout=scaled(30))
     finally:
         if research.poll() is None:
             research.kill()
             research.wait()
-    assert research.returncode == 0, err
-    report = first + out
+    assert research.returncode == 0, "".join(errors)
+    report = "".join(lines)
     assert f"awaiting review: decide with `sleuth review {run_id}`" in report
     assert "Review summary-1: revise (Cite the report.)" in report
     assert "Review summary-2: approve" in report

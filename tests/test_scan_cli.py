@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.scan_models import ScanOutcome
 from tests.apps.scan_app import build_app
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 from workers.session import workflow_pollers
 from workers.worker import build_worker
@@ -24,15 +24,13 @@ pytestmark = pytest.mark.slow  # runs the CLI in subprocesses
 
 
 def sleuth(env: WorkflowEnvironment, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", *args],
+    return run_sleuth(
+        [*args],
         env={
             **os.environ,
             "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
             "PYTHONPATH": str(ROOT),
         },
-        capture_output=True,
-        text=True,
         timeout=scaled(180),
     )
 

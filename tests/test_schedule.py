@@ -7,7 +7,6 @@ import importlib.metadata
 import os
 import re
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.scan_models import ScanOutcome, ScanRequest
 from sleuth.sinks import SQLiteRowSink
 from tests.apps.scan_app import build_app, build_packages_app
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 from workers.binaries import temporal_cli
 from workers.worker import build_worker
@@ -35,13 +35,7 @@ def cli_env(client: Client) -> dict[str, str]:
 
 
 def sleuth(client: Client, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", *args],
-        env=cli_env(client),
-        capture_output=True,
-        text=True,
-        timeout=scaled(120),
-    )
+    return run_sleuth([*args], env=cli_env(client), timeout=scaled(120))
 
 
 async def first_scan_of(client: Client, schedule_id: str) -> ScanOutcome:

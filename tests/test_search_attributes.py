@@ -23,6 +23,7 @@ from activities.research_models import ResearchOutcome, ResearchRequest
 from sleuth import App, create_research_workflow
 from sleuth.pricing import ModelPrice, set_prices
 from sleuth.review import ReviewPolicy
+from tests.cli_process import run_sleuth
 from tests.timeouts import SERVER_STARTUP
 from tests.worker_processes import cli_env, free_port_pair, sleuth_command, wait_for
 from workers.binaries import temporal_cli
@@ -117,9 +118,7 @@ async def test_runs_are_found_by_grounding_score_with_the_temporal_cli(embedded:
     address = client.service_client.config.target_host
     registered = await custom_attributes(client)
     assert {name: registered.get(name) for name in expected_types()} == expected_types()
-    setup = subprocess.run(
-        sleuth_command("setup"), env=cli_env(), capture_output=True, text=True, timeout=120
-    )
+    setup = run_sleuth(["setup"], env=cli_env(), timeout=120)
     assert setup.returncode == 0, setup.stderr
     assert setup.stdout.count("already registered") == len(expected_types())
     assert "(0 added)" in setup.stdout
@@ -143,10 +142,7 @@ async def test_runs_are_found_by_grounding_score_with_the_temporal_cli(embedded:
     assert len(cost) == 3
     assert len(temporal_list(address, f"{mine} AND SleuthEndReason = 'max_regenerations'")) == 1
 
-    runs = subprocess.run(
-        sleuth_command("runs", "--ungrounded", "--since", "1h", "--json"),
-        env=cli_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    runs = run_sleuth(["runs", "--ungrounded", "--since", "1h", "--json"], env=cli_env(), timeout=120)  # fmt: skip
     assert runs.returncode == 0, runs.stderr
     [row] = json.loads(runs.stdout)
     assert row["id"] == ungrounded.workflow_id and row["kind"] == "research"
@@ -155,10 +151,7 @@ async def test_runs_are_found_by_grounding_score_with_the_temporal_cli(embedded:
     assert row["cost_usd"] == pytest.approx(ungrounded.final_state.cost_usd)
     assert row["end_reason"] == "max_regenerations" and row["name"] == name
 
-    table = subprocess.run(
-        sleuth_command("runs", "--research", name),
-        env=cli_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    table = run_sleuth(["runs", "--research", name], env=cli_env(), timeout=120)  # fmt: skip
     assert table.returncode == 0, table.stderr
     header, *lines = table.stdout.splitlines()
     assert header.split() == [
@@ -185,10 +178,7 @@ async def test_a_run_awaiting_review_is_findable_and_sleuth_review_decides_it(
         awaiting = f"SleuthResearch = '{name}' AND SleuthReviewState = 'awaiting'"
         await wait_for(lambda: len(temporal_list(address, awaiting)) == 1, "the awaiting run")
 
-        listed = subprocess.run(
-            sleuth_command("runs", "--awaiting-review", "--json"),
-            env=cli_env(), capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        listed = run_sleuth(["runs", "--awaiting-review", "--json"], env=cli_env(), timeout=120)  # fmt: skip
         assert [row["id"] for row in json.loads(listed.stdout)] == [handle.id]
         assert json.loads(listed.stdout)[0]["status"] == "awaiting review"
 

@@ -43,6 +43,7 @@ from sleuth.sinks import SQLiteRowSink, UnknownSinkError, ok_record
 from tests import browser
 from tests.apps.leaky_app import PROVIDER_STYLE_KEY
 from tests.apps.scan_app import build_app as build_scan_app
+from tests.cli_process import run_sleuth
 from tests.ports import free_ports
 from tests.timeouts import scaled
 from workers.cli_worker import register_sinks
@@ -364,16 +365,14 @@ GATEWAY_KEY = "gw-live-4f9a1c7e2b8d6053aa"
 def _sleuth(
     env: WorkflowEnvironment, *args: str, **extra_env: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", *args],
+    return run_sleuth(
+        [*args],
         env={
             **os.environ,
             "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
             "PYTHONPATH": str(ROOT),
             **extra_env,
         },
-        capture_output=True,
-        text=True,
         timeout=scaled(300),
     )
 
@@ -648,11 +647,7 @@ async def test_server_files_are_private_and_a_second_server_on_the_database_is_r
     other = free_ports(1)
     with pytest.raises(EmbeddedServerError, match="another Temporal server .* uses"):
         await start_background_server(ServerSettings(port=other, ui_port=other + 1))
-    foreground = subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", "server", "--port",
-         str(other), "--ui-port", str(other + 1), "--db-file", str(database)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=scaled(120),
-    )  # fmt: skip
+    foreground = run_sleuth(["server", "--port", str(other), "--ui-port", str(other + 1), "--db-file", str(database)], env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=scaled(120))  # fmt: skip
     assert foreground.returncode == 1
     assert f"another Temporal server (pid {record.pid}) uses {database}" in foreground.stderr
     assert not port_open("127.0.0.1", other)

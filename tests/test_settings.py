@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ import pytest
 from sleuth.config import sleuth_home, task_queue, web_ui_url
 from sleuth.settings import ENV_VARIABLES, SettingsError, SleuthSettings, env_name, load_settings
 from sleuth.sinks import allowed_sink_dirs, configured_sink_urls
+from tests.cli_process import run_sleuth
 from tests.timeouts import scaled
 from workers.worker import ENV_VARIABLES as WORKER_VARIABLES
 
@@ -152,13 +151,7 @@ def test_commands_check_the_settings_before_they_start(tmp_path: Path) -> None:
         # Nothing may be started or reached: the settings stop the command first.
         "TEMPORAL_ADDRESS": "localhost:1",
     }
-    result = subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", "worker"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=scaled(120),
-    )
+    result = run_sleuth(["worker"], env=env, timeout=scaled(120))
     assert result.returncode == 1
     assert result.stderr.strip() == (
         "sleuth: error: SLEUTH_MAX_CONCURRENT_ACTIVITIES='abc' is not valid (Input should be a "

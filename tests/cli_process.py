@@ -1,0 +1,354 @@
+"""`run_sleuth`: run the `sleuth` command line as a process of its own — its own argument list,
+environment, working directory, standard streams and exit code, as `subprocess.run` gives it —
+without paying its imports each time.
+
+A `sleuth` command spends most of its CPU importing (Temporal's client, the workflows, the agent:
+about a second here), and the suite runs one-shot commands some sixty times. So each test process
+keeps one *zygote*: a process that imports the command line's modules once and then forks for each
+command. The fork is a fresh process: `os.environ`, `sys.argv`, `sys.path`, the working directory,
+file descriptors 0–2 (empty standard input, pipes read to their end as `subprocess.run` does) and
+the standard streams (`$PYTHONUNBUFFERED`, `$PYTHONIOENCODING`) are set from the request before
+`workers.cli.main()` runs, the `tests` package is dropped from `sys.modules` (it is imported as a
+fresh process would, from the request's working directory and `PYTHONPATH`), and the process ends
+as `python -c` would (`atexit`, threads joined, exit code). A supervisor process between them
+reports the exit code, a signal as `-N`; the zygote waits for the supervisors, so their CPU counts
+to the test process as a subprocess's would. Long-lived commands a test signals or kills (`sleuth
+server`, `sleuth worker`) still run as real subprocesses.
+
+No module of Sleuth reads the environment when it is imported (`test_cli_process.py` checks), so
+importing before the environment is set changes nothing. The zygote refuses to start if its
+imports left more than one thread (a fork copies only the calling one); `run_sleuth` then runs a
+real subprocess, and so it does where `fork` is missing or `SLEUTH_TEST_CLI_FORK=0`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import io
+import json
+import locale
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.timeouts import scaled
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRY = "from workers.cli import main; main()"
+FORK_ENV = "SLEUTH_TEST_CLI_FORK"
+
+
+def sleuth_command(*args: str) -> list[str]:
+    """The command line a real subprocess runs (`python -c "…main()" args…`)."""
+    return [sys.executable, "-c", ENTRY, *args]
+
+
+def run_sleuth(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(sleuth_command(*args), capture_output=True, text=True,
+    stdin=subprocess.DEVNULL, …)`, forked from the zygote when it can be."""
+    zygote = _zygote()
+    if zygote is None:
+        return subprocess.run(
+            sleuth_command(*args),
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+        )
+    return zygote.run(
+        list(args),
+        env=dict(os.environ if env is None else env),
+        cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+        timeout=timeout,
+    )
+
+
+# --- the test process's side ------------------------------------------------------------------
+
+
+class Zygote:
+    def __init__(self, process: subprocess.Popen[bytes], path: str, folder: str) -> None:
+        self.process = process
+        self.path = path
+        self.folder = folder
+
+    def run(
+        self,
+        args: list[str],
+        *,
+        env: dict[str, str],
+        cwd: str,
+        timeout: float | None,
+    ) -> subprocess.CompletedProcess[str]:
+        """As `subprocess.run` with `capture_output=True`: the output comes through pipes read to
+        their end, so a command that leaves a child holding them is waited for, as there."""
+        command = sleuth_command(*args)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        with (
+            open(os.devnull, "rb") as stdin,
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn,
+            open(out_read, "rb", buffering=0) as out,
+            open(err_read, "rb", buffering=0) as err,
+        ):
+            try:
+                conn.connect(self.path)
+                request = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
+                socket.send_fds(conn, [request], [stdin.fileno(), out_write, err_write])
+            finally:
+                os.close(out_write)
+                os.close(err_write)
+            conn.shutdown(socket.SHUT_WR)
+            output = {out: bytearray(), err: bytearray()}
+            replies = bytearray()
+            with selectors.DefaultSelector() as selector:
+                for stream in (out, err, conn):
+                    selector.register(stream, selectors.EVENT_READ)
+                while selector.get_map():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        pid = int(replies.split(b"\n")[0]) if b"\n" in replies else None
+                        if pid is not None:
+                            _kill(pid)
+                        assert timeout is not None
+                        raise subprocess.TimeoutExpired(
+                            command, timeout, _text(output[out]), _text(output[err])
+                        )
+                    for key, _ in selector.select(remaining):
+                        chunk = (
+                            key.fileobj.recv(4096)
+                            if key.fileobj is conn
+                            else key.fileobj.read(65536)
+                        )  # type: ignore[union-attr]
+                        if not chunk:
+                            selector.unregister(key.fileobj)
+                        elif key.fileobj is conn:
+                            replies += chunk
+                        else:
+                            output[key.fileobj] += chunk  # type: ignore[index]
+            lines = replies.decode().split()
+            if len(lines) != 2:
+                raise RuntimeError(f"the CLI zygote's supervisor ended early (it said {lines})")
+            return subprocess.CompletedProcess(
+                command, int(lines[1]), _text(output[out]), _text(output[err])
+            )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _text(data: bytes | bytearray) -> str:
+    """What `text=True` makes of a stream: the locale's encoding, universal newlines."""
+    return io.TextIOWrapper(io.BytesIO(data), locale.getpreferredencoding(False)).read()
+
+
+_started: dict[int, Zygote | None] = {}
+_lock = threading.Lock()
+
+
+def _zygote() -> Zygote | None:
+    """This process's zygote, started on first use; None when commands run as real subprocesses."""
+    if os.environ.get(FORK_ENV, "1") == "0" or not hasattr(os, "fork"):
+        return None
+    with _lock:
+        if os.getpid() not in _started:
+            _started[os.getpid()] = _start()
+        zygote = _started[os.getpid()]
+        if zygote is not None and zygote.process.poll() is not None:
+            warnings.warn(
+                f"the CLI zygote exited (code {zygote.process.returncode}); running `sleuth` "
+                "as subprocesses from now on",
+                stacklevel=3,
+            )
+            zygote.stop()
+            _started[os.getpid()] = zygote = None
+        return zygote
+
+
+def _start() -> Zygote | None:
+    folder = tempfile.mkdtemp(prefix="sleuth-cli-zygote-")
+    path = os.path.join(folder, "socket")
+    log = Path(folder, "zygote.log")
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    # numpy's OpenBLAS starts a thread per core when imported; the zygote must have one thread.
+    environment["OPENBLAS_NUM_THREADS"] = "1"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-c", f"from tests.cli_process import serve; serve({path!r})"],
+            cwd=ROOT,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    zygote = Zygote(process, path, folder)
+    deadline = time.monotonic() + scaled(120)
+    while not os.path.exists(path + ".ready"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            zygote.stop()
+            warnings.warn(
+                "the CLI zygote did not start; running `sleuth` as subprocesses. Its log:\n"
+                + log.read_text(errors="replace")[-2000:],
+                stacklevel=3,
+            )
+            return None
+        time.sleep(0.05)
+    atexit.register(zygote.stop)
+    return zygote
+
+
+# --- the zygote's side ----------------------------------------------------------------------
+
+
+def preload() -> None:
+    """Import what `sleuth` commands import: every command's module, the workflows, the
+    activities."""
+    from workers.cli import COMMANDS
+
+    for module in dict.fromkeys(COMMANDS.values()):
+        importlib.import_module(module)
+    import activities
+    import workflows
+
+    for package in (workflows, activities):
+        for name in sorted(os.listdir(Path(package.__file__).parent)):  # type: ignore[arg-type]
+            if name.endswith(".py") and name != "__init__.py":
+                importlib.import_module(f"{package.__name__}.{name[:-3]}")
+
+
+def threads() -> int:
+    """The threads of this process, native ones included."""
+    return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+
+
+def serve(path: str) -> None:
+    """The zygote: import, listen on `path`, fork a supervisor per connection. Returns only in a
+    command's process, which then runs `workers.cli.main()`."""
+    preload()
+    if threads() != 1:
+        raise SystemExit(f"the zygote has {threads()} threads after its imports; a fork needs one")
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    listener.settimeout(1.0)
+    Path(path + ".ready").touch()
+    while True:
+        _reap()
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the test process is gone
+                os._exit(0)
+            continue
+        if os.fork() == 0:
+            listener.close()
+            request = _supervise(conn)  # returns only in the command's process
+            _become_command(request)
+            from workers.cli import main
+
+            main()
+            return
+        conn.close()
+
+
+def _reap() -> None:
+    """Wait for the supervisors that have finished (so their CPU counts to the test process's,
+    as a subprocess's does)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _supervise(conn: socket.socket) -> dict[str, Any]:
+    """Read the request, fork the command's process, report its pid and then its exit code."""
+    conn.settimeout(None)
+    message, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+    chunks = [message]
+    while chunk := conn.recv(1 << 16):
+        chunks.append(chunk)
+    request: dict[str, Any] = json.loads(b"".join(chunks))
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        request["fds"] = fds
+        return request
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(f"{pid}\n".encode())
+    _, status = os.waitpid(pid, 0)
+    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+    os._exit(0)
+
+
+def _become_command(request: dict[str, Any]) -> None:
+    """Turn this fork into the command's process, as `python -c` would start it."""
+    for target, fd in enumerate(request["fds"]):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = ["-c", *request["args"]]
+    _standard_streams()
+    # `python -c`: the working directory first, then $PYTHONPATH, then the rest.
+    rest = [entry for entry in sys.path if entry]
+    extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    sys.path[:] = ["", *extra, *(entry for entry in rest if entry not in extra)]
+    for name in [name for name in sys.modules if name == "tests" or name.startswith("tests.")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def _standard_streams() -> None:
+    """New sys.stdin/stdout/stderr on descriptors 0-2, with the buffering and encoding
+    `$PYTHONUNBUFFERED` and `$PYTHONIOENCODING` ask for, as at a process's start."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    encoding, _, errors = os.environ.get("PYTHONIOENCODING", "").partition(":")
+    streams = []
+    for fd, old in enumerate((sys.__stdin__, sys.__stdout__, sys.__stderr__)):
+        assert old is not None
+        raw: Any = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
+        if not (unbuffered and fd):
+            raw = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+        streams.append(
+            io.TextIOWrapper(
+                raw,
+                encoding=encoding or old.encoding,
+                errors=errors or old.errors,
+                line_buffering=fd == 2,
+                write_through=unbuffered and fd != 0,
+            )
+        )
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
