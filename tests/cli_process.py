@@ -84,6 +84,134 @@ def run_sleuth(
     )
 
 
+def popen_sleuth(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    text: bool = False,
+    start_new_session: bool = False,
+) -> subprocess.Popen[Any] | ForkedProcess:
+    """`subprocess.Popen(sleuth_command(*args), …)` for a long-lived command, forked from the
+    zygote when it can be: a `ForkedProcess` with the Popen methods the tests use. `stdout` and
+    `stderr` take what Popen takes (None, `PIPE`, `STDOUT` for stderr, a file); standard input is
+    empty."""
+    zygote = _zygote()
+    if zygote is None:
+        return subprocess.Popen(
+            sleuth_command(*args),
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            text=text,
+            start_new_session=start_new_session,
+        )
+    return zygote.popen(
+        list(args),
+        env=dict(os.environ if env is None else env),
+        cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+        stdout=stdout,
+        stderr=stderr,
+        text=text,
+        start_new_session=start_new_session,
+    )
+
+
+class ForkedProcess:
+    """What the tests use of `subprocess.Popen`, for a command the zygote forked: `pid`,
+    `returncode`, `stdout`/`stderr` (with `PIPE`), `poll`, `wait`, `communicate`, `send_signal`,
+    `terminate`, `kill`. The exit code comes from the supervisor the process's parent."""
+
+    def __init__(
+        self, args: list[str], conn: socket.socket, stdout: Any, stderr: Any, text: bool
+    ) -> None:
+        self.args = args
+        self.text = text
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+        self._conn = conn
+        self._replies = bytearray()
+        self.pid = int(self._line(None))
+
+    def _line(self, timeout: float | None) -> str:
+        """The supervisor's next reply line; TimeoutError when none comes in `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._replies:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError
+            self._conn.settimeout(remaining)
+            chunk = self._conn.recv(64)
+            if not chunk:
+                raise RuntimeError("the CLI zygote's supervisor ended early")
+            self._replies += chunk
+        line, _, rest = bytes(self._replies).partition(b"\n")
+        self._replies = bytearray(rest)
+        return line.decode()
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                self.returncode = int(self._line(0.0001))
+                self._conn.close()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                self.returncode = int(self._line(timeout))
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(sleuth_command(*self.args), timeout) from None
+            self._conn.close()
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """Popen.communicate without input, down to its quirk: with a timeout (or two pipes) it
+        reads the descriptors, so what a stream had already buffered (after a `readline`) is
+        not returned; with neither it reads the stream."""
+        streams = [stream for stream in (self.stdout, self.stderr) if stream is not None]
+        if timeout is None and len(streams) <= 1:
+            results = {stream: stream.read() for stream in streams}
+            self.wait()
+        else:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            results = {}
+
+            def drain(stream: Any) -> None:
+                data = bytearray()
+                while chunk := os.read(stream.fileno(), 65536):
+                    data += chunk
+                results[stream] = _text(data) if self.text else bytes(data)
+
+            readers = [threading.Thread(target=drain, args=(s,), daemon=True) for s in streams]
+            for reader in readers:
+                reader.start()
+            for reader in readers:
+                reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                if reader.is_alive():
+                    raise subprocess.TimeoutExpired(sleuth_command(*self.args), timeout)
+            self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        for stream in streams:
+            stream.close()
+        return results.get(self.stdout), results.get(self.stderr)
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 # --- the test process's side ------------------------------------------------------------------
 
 
@@ -154,6 +282,57 @@ class Zygote:
             return subprocess.CompletedProcess(
                 command, int(lines[1]), _text(output[out]), _text(output[err])
             )
+
+    def popen(
+        self,
+        args: list[str],
+        *,
+        env: dict[str, str],
+        cwd: str,
+        stdout: Any,
+        stderr: Any,
+        text: bool,
+        start_new_session: bool,
+    ) -> ForkedProcess:
+        opened: list[int] = []  # descriptors made here for the command, closed once sent
+
+        def target(spec: Any, inherited: int) -> tuple[int, int | None]:
+            """(the command's descriptor, our reading end for PIPE)."""
+            if spec is None:
+                return inherited, None
+            if spec == subprocess.PIPE:
+                read, write = os.pipe()
+                opened.append(write)
+                return write, read
+            if spec == subprocess.DEVNULL:
+                opened.append(os.open(os.devnull, os.O_WRONLY))
+                return opened[-1], None
+            return (spec if isinstance(spec, int) else spec.fileno()), None
+
+        out_fd, out_read = target(stdout, 1)
+        err_fd, err_read = (out_fd, None) if stderr == subprocess.STDOUT else target(stderr, 2)
+        opened.append(os.open(os.devnull, os.O_RDONLY))
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(self.path)
+            request = {"args": args, "env": env, "cwd": cwd, "setsid": start_new_session}
+            socket.send_fds(conn, [json.dumps(request).encode()], [opened[-1], out_fd, err_fd])
+            conn.shutdown(socket.SHUT_WR)
+        except BaseException:
+            conn.close()
+            raise
+        finally:
+            for fd in opened:
+                os.close(fd)
+
+        def reader(fd: int | None) -> Any:
+            if fd is None:
+                return None
+            if text:
+                return open(fd, encoding=locale.getpreferredencoding(False))
+            return open(fd, "rb")
+
+        return ForkedProcess(args, conn, reader(out_read), reader(err_read), text)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -316,6 +495,8 @@ def _become_command(request: dict[str, Any]) -> None:
     for target, fd in enumerate(request["fds"]):
         os.dup2(fd, target)
         os.close(fd)
+    if request.get("setsid"):
+        os.setsid()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

@@ -22,7 +22,7 @@ import workflows
 from sleuth.app import App, load_app
 from sleuth.config import web_ui_url, workflow_link
 from tests.apps.ping_app import PingWorkflow
-from tests.cli_process import run_sleuth
+from tests.cli_process import popen_sleuth, run_sleuth
 from tests.timeouts import scaled
 from workers.cli import COMMAND_MODULES, COMMANDS, build_parser
 from workers.cli_research import run_research_command
@@ -206,8 +206,8 @@ async def test_sleuth_worker_polls_until_sigterm_then_stops_cleanly(
     dev_env: WorkflowEnvironment,
 ) -> None:
     task_queue = str(uuid.uuid4())
-    process = subprocess.Popen(
-        sleuth_command("worker", "--app", "tests.apps.ping_app:app", "--task-queue", task_queue),
+    process = popen_sleuth(
+        ["worker", "--app", "tests.apps.ping_app:app", "--task-queue", task_queue],
         env=cli_env(TEMPORAL_ADDRESS=dev_address(dev_env)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

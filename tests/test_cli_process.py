@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_process import FORK_ENV, ROOT, _zygote, run_sleuth
+from tests.cli_process import FORK_ENV, ROOT, _zygote, popen_sleuth, run_sleuth, sleuth_command
 from tests.timeouts import scaled
 
 # An --app module that reports the process it was imported in, then exits with code 7 (or sleeps,
@@ -28,11 +29,14 @@ print(json.dumps({
     "tests_from": getattr(sys.modules.get("tests"), "__path__", [None])[0] if "tests" in sys.modules else None,
     "stdin": sys.stdin.read(),
     "unbuffered": sys.stdout.write_through,
+    "session_leader": os.getsid(0) == os.getpid(),
 }))
-print("to stderr", file=sys.stderr)
+if not os.environ.get("PROBE_SLEEP"):  # (a sleeping probe writes one line only)
+    print("to stderr", file=sys.stderr)
 if os.environ.get("PROBE_PID_FILE"):
     open(os.environ["PROBE_PID_FILE"], "w").write(str(os.getpid()))
 if os.environ.get("PROBE_SLEEP"):
+    sys.stdout.flush()
     time.sleep(float(os.environ["PROBE_SLEEP"]))
 if os.environ.get("PROBE_LATE"):
     subprocess.Popen(["sh", "-c", "sleep 0.3; echo late"])
@@ -187,3 +191,44 @@ def test_no_module_reads_the_environment_when_imported(tmp_path: Path) -> None:
     assert [line.split(": ", 1)[1] for line in _reads_environment_on_import(sample)] == [
         "os.environ"
     ]
+
+
+@pytest.mark.parametrize("new_session", [False, True])
+def test_a_long_lived_command_is_signalled_and_waited_for_as_a_popen_is(
+    probe_dir: Path, tmp_path: Path, new_session: bool
+) -> None:
+    """`popen_sleuth` (the zygote's fork) against `subprocess.Popen` (a real process): the same
+    first line, the same end on SIGTERM, the same session; `os.killpg` reaches a new session."""
+    env = {**os.environ, "PYTHONPATH": str(probe_dir), "PROBE_SLEEP": "600"}
+    args = ["worker", "--app", "probe_app:app"]
+    forked = popen_sleuth(
+        args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=new_session,
+    )  # fmt: skip
+    real = subprocess.Popen(
+        sleuth_command(*args), env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=new_session,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        lines = []
+        for process in (forked, real):
+            assert process.stdout is not None
+            lines.append(process.stdout.readline())
+            assert process.poll() is None
+        assert lines[0] == lines[1] and f'"session_leader": {str(new_session).lower()}' in lines[0]
+        with pytest.raises(subprocess.TimeoutExpired):
+            forked.wait(timeout=0.2)
+        forked.send_signal(signal.SIGTERM)
+        if new_session:
+            os.killpg(real.pid, signal.SIGTERM)
+        else:
+            real.send_signal(signal.SIGTERM)
+        ends = [process.communicate(timeout=scaled(30)) for process in (forked, real)]
+        assert ends[0] == ends[1]
+        assert forked.returncode == real.returncode == -signal.SIGTERM
+    finally:
+        for process in (forked, real):
+            if process.poll() is None:
+                process.kill()
+                process.wait()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sleuth.rag.ingest import ingest_paths
 from sleuth.rag.stores import SQLiteStore
+from tests.cli_process import popen_sleuth
 from tests.timeouts import scaled
 from workers.cli import run as cli_run
 
@@ -97,9 +97,8 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(folder: Path, tmp_path: 
 
 
 def _ingest_process(folder: Path, store: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", "from workers.cli import main; main()", "ingest", str(folder)]
-        + ["--store", store],
+    return popen_sleuth(  # type: ignore[return-value]
+        ["ingest", str(folder), "--store", store],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

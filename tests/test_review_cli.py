@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -16,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from sleuth.events import Event
 from sleuth.review import PendingReview
-from tests.cli_process import run_sleuth
+from tests.cli_process import popen_sleuth, run_sleuth
 from tests.timeouts import scaled
 from tests.worker_processes import wait_for
 from workers.cli_events import describe_event
@@ -43,9 +42,8 @@ async def test_a_person_reviews_a_running_research_from_another_terminal(
     dev_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     address = dev_env.client.service_client.config.target_host
-    research = subprocess.Popen(
-        [sys.executable, "-c", "from workers.cli import main; main()", "research",
-         "Acme widgets?", "--app", "tests.apps.research_app:app", "--research", "crash",
+    research = popen_sleuth(
+        ["research", "Acme widgets?", "--app", "tests.apps.research_app:app", "--research", "crash",
          "--review", "summary", "--task-queue", str(uuid.uuid4())],
         cwd=ROOT, env=env(address, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,

@@ -16,7 +16,6 @@ import re
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -43,7 +42,7 @@ from sleuth.sinks import SQLiteRowSink, UnknownSinkError, ok_record
 from tests import browser
 from tests.apps.leaky_app import PROVIDER_STYLE_KEY
 from tests.apps.scan_app import build_app as build_scan_app
-from tests.cli_process import run_sleuth
+from tests.cli_process import popen_sleuth, run_sleuth
 from tests.ports import free_ports
 from tests.timeouts import scaled
 from workers.cli_worker import register_sinks
@@ -512,9 +511,8 @@ def _wait_for_port(port: int) -> bool:
 def _start_server(tmp_path: Path, db_file: Path, **env: str) -> tuple[subprocess.Popen[str], int]:
     """`sleuth server` in the foreground on free ports (gRPC P, Web UI P+1, codec P+2)."""
     port = free_ports(1, 2)
-    process = subprocess.Popen(
-        [sys.executable, "-c", "from workers.cli import main; main()", "server", "--port",
-         str(port), "--ui-port", str(port + 1), "--db-file", str(db_file)],
+    process = popen_sleuth(
+        ["server", "--port", str(port), "--ui-port", str(port + 1), "--db-file", str(db_file)],
         env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

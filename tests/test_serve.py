@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.apps import live_app
+from tests.cli_process import popen_sleuth
 from tests.ports import free_ports
 from tests.timeouts import scaled
 
@@ -49,9 +49,6 @@ async def served(dev_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[
         live_app.GATE_ENV: str(tmp_path),
     }
     command = [
-        sys.executable,
-        "-c",
-        "from workers.cli import main; main()",
         "serve",
         "--port",
         str(port),
@@ -61,7 +58,7 @@ async def served(dev_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[
         f"serve-{uuid.uuid4()}",
     ]
     log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = popen_sleuth(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient() as client:

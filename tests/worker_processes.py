@@ -17,6 +17,7 @@ from temporalio.client import WorkflowHandle
 
 from activities.checkpoints import journal_name, read_journal
 from sleuth.artifacts import default_artifact_store
+from tests.cli_process import popen_sleuth
 from tests.ports import free_ports
 from tests.timeouts import scaled
 
@@ -34,17 +35,8 @@ def start_sleuth_worker(
     """`sleuth worker --app APP --task-queue Q` against `address`, in its own process group."""
     output = log.open("ab") if log is not None else None
     try:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from workers.cli import main; main()",
-                "worker",
-                "--app",
-                app_target,
-                "--task-queue",
-                task_queue,
-            ],
+        return popen_sleuth(  # type: ignore[return-value]
+            ["worker", "--app", app_target, "--task-queue", task_queue],
             cwd=ROOT,
             env={
                 **os.environ,
@@ -127,13 +119,15 @@ def start_foreground_server(
 ) -> tuple[subprocess.Popen[str], str]:
     """Run `sleuth server ARGS` (or `command`); returns the process and its output once it says
     it is ready."""
-    process = subprocess.Popen(
-        command or sleuth_command("server", *args),
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    if command is None:
+        process: Any = popen_sleuth(
+            ["server", *args], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+    else:
+        process = subprocess.Popen(
+            command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
     assert process.stdout is not None
     seen = []
     for line in process.stdout:
