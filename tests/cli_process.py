@@ -12,8 +12,10 @@ the standard streams (`$PYTHONUNBUFFERED`, `$PYTHONIOENCODING`) are set from the
 fresh process would, from the request's working directory and `PYTHONPATH`), and the process ends
 as `python -c` would (`atexit`, threads joined, exit code). A supervisor process between them
 reports the exit code, a signal as `-N`; the zygote waits for the supervisors, so their CPU counts
-to the test process as a subprocess's would. Long-lived commands a test signals or kills (`sleuth
-server`, `sleuth worker`) still run as real subprocesses.
+to the test process as a subprocess's would. `popen_sleuth` does the same for a command that
+keeps running (a worker a crash test kills, a foreground server it stops with Ctrl-C): the
+process's pid is real, signals reach it, `start_new_session` makes it a session leader for
+`os.killpg`, and its end comes back through the supervisor.
 
 No module of Sleuth reads the environment when it is imported (`test_cli_process.py` checks), so
 importing before the environment is set changes nothing. The zygote refuses to start if its
