@@ -25,7 +25,7 @@ from sleuth.pricing import ModelPrice, set_prices
 from sleuth.review import ReviewPolicy
 from tests.cli_process import run_sleuth
 from tests.timeouts import SERVER_STARTUP
-from tests.worker_processes import cli_env, free_port_pair, sleuth_command, wait_for
+from tests.worker_processes import cli_env, free_port_pair, wait_for
 from workers.binaries import temporal_cli
 from workers.cli_runs import build_query, parse_since
 from workers.embedded import connect_temporal
@@ -183,27 +183,24 @@ async def test_a_run_awaiting_review_is_findable_and_sleuth_review_decides_it(
         assert json.loads(listed.stdout)[0]["status"] == "awaiting review"
 
         shown = await asyncio.to_thread(
-            subprocess.run,
-            sleuth_command("review", handle.id),
-            env=cli_env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            run_sleuth, ["review", handle.id], env=cli_env(), timeout=120
+        )
         assert shown.returncode == 0, shown.stderr
         assert f"{handle.id} waits for review summary-1 (summary)" in shown.stdout
         assert "The CRM market grew 12 percent" in shown.stdout
         assert "--approve" in shown.stderr
 
         refused = await asyncio.to_thread(
-            subprocess.run,
-            sleuth_command("review", handle.id, "--revise", ""),
-            env=cli_env(), capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            run_sleuth, ["review", handle.id, "--revise", ""], env=cli_env(), timeout=120
+        )
         assert refused.returncode == 1 and "needs a remark" in refused.stderr
 
         decided = await asyncio.to_thread(
-            subprocess.run,
-            sleuth_command("review", handle.id, "--reject", "Out of scope."),
-            env=cli_env(), capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            run_sleuth,
+            ["review", handle.id, "--reject", "Out of scope."],
+            env=cli_env(),
+            timeout=120,
+        )
         assert decided.returncode == 0, decided.stderr
         assert "reject: sent to" in decided.stdout
         outcome: ResearchOutcome = await handle.result()
