@@ -78,12 +78,7 @@ def run_sleuth(
             capture_output=True,
             text=True,
         )
-    return zygote.run(
-        list(args),
-        env=dict(os.environ if env is None else env),
-        cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-        timeout=timeout,
-    )
+    return zygote.run(list(args), **_where(env, cwd), timeout=timeout)
 
 
 def popen_sleuth(
@@ -114,8 +109,7 @@ def popen_sleuth(
         )
     return zygote.popen(
         list(args),
-        env=dict(os.environ if env is None else env),
-        cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+        **_where(env, cwd),
         stdout=stdout,
         stderr=stderr,
         text=text,
@@ -123,10 +117,18 @@ def popen_sleuth(
     )
 
 
+def _where(env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """The environment and working directory a command gets: as given, else this process's."""
+    return {
+        "env": dict(os.environ if env is None else env),
+        "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
+    }
+
+
 class ForkedProcess:
     """What the tests use of `subprocess.Popen`, for a command the zygote forked: `pid`,
     `returncode`, `stdout`/`stderr` (with `PIPE`), `poll`, `wait`, `communicate`, `send_signal`,
-    `terminate`, `kill`. The exit code comes from the supervisor the process's parent."""
+    `terminate`, `kill`. The exit code comes from the supervisor, the process's parent."""
 
     def __init__(
         self, args: list[str], conn: socket.socket, stdout: Any, stderr: Any, text: bool
