@@ -32,7 +32,6 @@ import io
 import json
 import locale
 import os
-import selectors
 import shutil
 import signal
 import socket
@@ -184,13 +183,11 @@ class ForkedProcess:
             self.wait()
         else:
             deadline = None if timeout is None else time.monotonic() + timeout
-            results = {}
+            read: dict[Any, bytearray] = {stream: bytearray() for stream in streams}
 
             def drain(stream: Any) -> None:
-                data = bytearray()
                 while chunk := os.read(stream.fileno(), 65536):
-                    data += chunk
-                results[stream] = _text(data) if self.text else bytes(data)
+                    read[stream] += chunk
 
             readers = [threading.Thread(target=drain, args=(s,), daemon=True) for s in streams]
             for reader in readers:
@@ -198,11 +195,20 @@ class ForkedProcess:
             for reader in readers:
                 reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
                 if reader.is_alive():
-                    raise subprocess.TimeoutExpired(sleuth_command(*self.args), timeout)
+                    so_far = [
+                        self._decoded(read.get(stream)) for stream in (self.stdout, self.stderr)
+                    ]
+                    raise subprocess.TimeoutExpired(sleuth_command(*self.args), timeout, *so_far)
             self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            results = {stream: self._decoded(data) for stream, data in read.items()}
         for stream in streams:
             stream.close()
         return results.get(self.stdout), results.get(self.stderr)
+
+    def _decoded(self, data: bytearray | None) -> Any:
+        if data is None:
+            return None
+        return _text(data) if self.text else bytes(data)
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
@@ -233,59 +239,20 @@ class Zygote:
         cwd: str,
         timeout: float | None,
     ) -> subprocess.CompletedProcess[str]:
-        """As `subprocess.run` with `capture_output=True`: the output comes through pipes read to
-        their end, so a command that leaves a child holding them is waited for, as there."""
-        command = sleuth_command(*args)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
-        with (
-            open(os.devnull, "rb") as stdin,
-            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn,
-            open(out_read, "rb", buffering=0) as out,
-            open(err_read, "rb", buffering=0) as err,
-        ):
-            try:
-                conn.connect(self.path)
-                request = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
-                socket.send_fds(conn, [request], [stdin.fileno(), out_write, err_write])
-            finally:
-                os.close(out_write)
-                os.close(err_write)
-            conn.shutdown(socket.SHUT_WR)
-            output = {out: bytearray(), err: bytearray()}
-            replies = bytearray()
-            with selectors.DefaultSelector() as selector:
-                for stream in (out, err, conn):
-                    selector.register(stream, selectors.EVENT_READ)
-                while selector.get_map():
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        pid = int(replies.split(b"\n")[0]) if b"\n" in replies else None
-                        if pid is not None:
-                            _kill(pid)
-                        assert timeout is not None
-                        raise subprocess.TimeoutExpired(
-                            command, timeout, _text(output[out]), _text(output[err])
-                        )
-                    for key, _ in selector.select(remaining):
-                        chunk = (
-                            key.fileobj.recv(4096)
-                            if key.fileobj is conn
-                            else key.fileobj.read(65536)
-                        )  # type: ignore[union-attr]
-                        if not chunk:
-                            selector.unregister(key.fileobj)
-                        elif key.fileobj is conn:
-                            replies += chunk
-                        else:
-                            output[key.fileobj] += chunk  # type: ignore[index]
-            lines = replies.decode().split()
-            if len(lines) != 2:
-                raise RuntimeError(f"the CLI zygote's supervisor ended early (it said {lines})")
-            return subprocess.CompletedProcess(
-                command, int(lines[1]), _text(output[out]), _text(output[err])
-            )
+        """As `subprocess.run(…, capture_output=True, text=True)` does it: `popen`, `communicate`
+        (pipes read to their end, so a command that leaves a child holding them is waited for),
+        and past the timeout the process killed and waited for before `TimeoutExpired`."""
+        process = self.popen(
+            args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=False,
+        )  # fmt: skip
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        return subprocess.CompletedProcess(sleuth_command(*args), process.wait(), out, err)
 
     def popen(
         self,
@@ -343,11 +310,6 @@ class Zygote:
             self.process.kill()
             self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
 
 
 def _text(data: bytes | bytearray) -> str:

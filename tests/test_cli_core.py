@@ -32,10 +32,6 @@ from workers.worker import build_worker
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def sleuth_command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from workers.cli import main; main()", *args]
-
-
 def cli_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1", **extra}
 

@@ -50,7 +50,7 @@ def both(
 ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     forked = run_sleuth(args, env=env, cwd=cwd, timeout=scaled(60))
     real = subprocess.run(
-        [sys.executable, "-c", "from workers.cli import main; main()", *args],
+        sleuth_command(*args),
         env=env, cwd=cwd, capture_output=True, text=True, timeout=scaled(60),
         stdin=subprocess.DEVNULL,
     )  # fmt: skip

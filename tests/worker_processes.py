@@ -8,7 +8,6 @@ import inspect
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -99,10 +98,6 @@ async def pending_journal(handle: WorkflowHandle, activity_type: str) -> dict[st
             )
             return await asyncio.to_thread(read_journal, default_artifact_store(), name)
     return None
-
-
-def sleuth_command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from workers.cli import main; main()", *args]
 
 
 def cli_env() -> dict[str, str]:
