@@ -54,7 +54,8 @@ def test_the_local_model_tests_share_one_xdist_worker(request: pytest.FixtureReq
     # one group (tests/test_openai_server.py's go to the `llamaserver` group).
     group = request.node.get_closest_marker("xdist_group")
     assert group is not None and group.args == ("localmodel",)
-    if request.config.getvalue("loadgroup"):
+    # xdist's workers set `loadgroup` (under `--dist loadgroup`); `pytest -n 0` has no workers.
+    if getattr(request.config.option, "loadgroup", False):
         # What xdist schedules by: a marker added after its own hook ran would be ignored.
         assert request.node.nodeid.endswith("@localmodel")
 
