@@ -78,6 +78,8 @@ class SleuthSettings(BaseSettings):
     """Where local model weights are assembled (default `$SLEUTH_HOME/models`)."""
     local_threads: PositiveInt | None = None
     """llama.cpp threads for the local model (default: all cores)."""
+    model_timeout_seconds: PositiveFloat = 60.0
+    """How long one request to an OpenAI, OpenAI-compatible or Anthropic model may take before it fails as retryable; raise it for a slow local server."""
     openai_structured_output: StructuredOutputSetting = "auto"
     """How an OpenAI-compatible server is asked for schema-valid JSON; `auto` tries each mode until one works."""
     sinks: Annotated[dict[str, str], NoDecode] = {}

@@ -105,9 +105,11 @@ def nothing_learned_yet(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def use(server: LlamaServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Point the default model at `server`, as a user does."""
+    """Point the default model at `server`, as a user does, with a request timeout for a 0.5B
+    on one thread of a busy machine (the default 60 s ran out once beside two CPU spinners)."""
     monkeypatch.setenv("SLEUTH_MODEL", f"openai:{server.model}")
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("SLEUTH_MODEL_TIMEOUT_SECONDS", str(scaled(600)))
 
 
 class Exchange:

@@ -59,6 +59,7 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
         "SLEUTH_MODEL_DIR": str(tmp_path / "models"),
         "SLEUTH_LOCAL_THREADS": "2",
         "SLEUTH_OPENAI_STRUCTURED_OUTPUT": "json_object",
+        "SLEUTH_MODEL_TIMEOUT_SECONDS": "180",
         "SLEUTH_SINKS": f"audit=jsonl://{tmp_path}/home/a.jsonl, search=opensearch://s:9200/rows",
         "SLEUTH_SINK_DIRS": f"{tmp_path}/exports{os.pathsep}{tmp_path}/more",
         "SLEUTH_ENCRYPTION_KEY": "a2V5",
@@ -90,6 +91,7 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
     )
     assert settings.model == "openai:gpt-4o-mini" and settings.model_dir == tmp_path / "models"
     assert settings.local_threads == 2 and settings.openai_structured_output == "json_object"
+    assert settings.model_timeout_seconds == 180.0
     assert configured_sink_urls() == {
         "audit": f"jsonl://{tmp_path}/home/a.jsonl",
         "search": "opensearch://s:9200/rows",

@@ -33,6 +33,7 @@ from sleuth.models.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    request_timeout,
 )
 from sleuth.redact import redact
 
@@ -60,7 +61,7 @@ class AnthropicModel:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         http_client: Any | None = None,
         anthropic_max_tokens: int = DEFAULT_MAX_TOKENS,
         anthropic_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None,
@@ -77,6 +78,8 @@ class AnthropicModel:
         - `anthropic_structured_output`: "native" (`output_config.format`) or "tool" (a forced
           tool call, for models without native structured output).
         - `anthropic_extra_body`: extra JSON fields for a gateway's own options.
+        - `timeout`: seconds one request may take before it fails as retryable. Default:
+          `$SLEUTH_MODEL_TIMEOUT_SECONDS`, else 60.
         """
         self.name = name
         base_url = base_url or os.environ.get(BASE_URL_ENV) or None
@@ -92,7 +95,7 @@ class AnthropicModel:
         self.client = anthropic.AsyncAnthropic(
             api_key=key,
             base_url=base_url,
-            timeout=timeout,
+            timeout=request_timeout(timeout),
             max_retries=0,
             http_client=http_client,
         )

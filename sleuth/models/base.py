@@ -140,6 +140,21 @@ class NonRetryableModelError(ModelError):
         self.status_code = status_code
 
 
+def request_timeout(timeout: float | None) -> float:
+    """Seconds one request to a hosted or OpenAI-compatible model may take: `timeout` when given,
+    else `$SLEUTH_MODEL_TIMEOUT_SECONDS` (default 60). A bad value is a NonRetryableModelError."""
+    if timeout is None:
+        from sleuth.settings import SettingsError, load_settings
+
+        try:
+            return load_settings().model_timeout_seconds
+        except SettingsError as exc:
+            raise NonRetryableModelError(str(exc)) from None
+    if not timeout > 0:
+        raise NonRetryableModelError(f"timeout must be a positive number of seconds, got {timeout}")
+    return timeout
+
+
 @runtime_checkable
 class Model(Protocol):
     """A chat model. Adapters build their SDK clients with `max_retries=0`: callers own retries."""

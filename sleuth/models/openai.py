@@ -45,6 +45,7 @@ from sleuth.models.base import (
     RetryableModelError,
     ToolSpec,
     Usage,
+    request_timeout,
 )
 from sleuth.models.openai_compat import (
     MEMORY,
@@ -125,7 +126,7 @@ class OpenAIModel:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         http_client: Any | None = None,
         openai_temperature: float | None = None,
         openai_top_p: float | None = None,
@@ -152,6 +153,8 @@ class OpenAIModel:
           `max_completion_tokens` for api.openai.com, `max_tokens` with a `base_url` (what most
           OpenAI-compatible servers understand).
         - `openai_extra_body`: extra JSON fields for servers with their own options.
+        - `timeout`: seconds one request may take before it fails as retryable. Default:
+          `$SLEUTH_MODEL_TIMEOUT_SECONDS`, else 60 (a local server on a busy CPU may need more).
         """
         self.name = name
         base_url = base_url or os.environ.get(BASE_URL_ENV) or None
@@ -168,7 +171,7 @@ class OpenAIModel:
         self.client = openai.AsyncOpenAI(
             api_key=key,
             base_url=base_url,
-            timeout=timeout,
+            timeout=request_timeout(timeout),
             max_retries=0,
             http_client=http_client,
         )
