@@ -4,10 +4,13 @@ on the 0.5B local model, reached the way a user does, with `SLEUTH_MODEL=openai:
 
 Two configurations of that server, each started once per session on a free loopback port:
 
-- `function_calling` (`--chat_format chatml-function-calling`): returns `tool_calls` itself,
-  accepts `response_format` `json_object` but answers `json_schema` with HTTP 500;
-- `template` (the GGUF's own chat template): shows the model its tools but returns the calls the
-  model writes as plain text, which Sleuth parses.
+- `function_calling` (`--chat_format chatml-function-calling --logits_all false`): returns
+  `tool_calls` itself, accepts `response_format` `json_object` but answers `json_schema` with
+  HTTP 500, and, without the logits of every prompt token, refuses `logprobs` (HTTP 500), so the
+  grounding judge reads its answer's words instead;
+- `template` (the GGUF's own chat template, the server's defaults otherwise): shows the model its
+  tools but returns the calls the model writes as plain text, which Sleuth parses, and returns
+  token probabilities.
 
 Marked `localmodel` (the weights come from `$SLEUTH_MODEL_DIR`, default `~/.sleuth/models`;
 without them, or without the `server` extra, these tests skip, or fail when `$CI` is set).
@@ -55,7 +58,9 @@ def _unavailable(message: str) -> None:
     pytest.skip(message)
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, chat_format: str | None) -> LlamaServer:
+def _start(
+    tmp_path_factory: pytest.TempPathFactory, chat_format: str | None, *, logits_all: bool = True
+) -> LlamaServer:
     try:
         import llama_cpp.server.app  # noqa: F401
     except ImportError as exc:
@@ -73,12 +78,14 @@ def _start(tmp_path_factory: pytest.TempPathFactory, chat_format: str | None) ->
             f"`SLEUTH_MODEL_DIR={REAL_MODEL_DIR} sleuth models pull {MODEL_NAME}`"
         )
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    return start_llama_server(path, log, alias=MODEL_NAME, chat_format=chat_format)
+    return start_llama_server(
+        path, log, alias=MODEL_NAME, chat_format=chat_format, logits_all=logits_all
+    )
 
 
 @pytest.fixture(scope="session")
 def function_calling_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    server = _start(tmp_path_factory, "chatml-function-calling")
+    server = _start(tmp_path_factory, "chatml-function-calling", logits_all=False)
     yield server
     server.stop()
 
@@ -270,30 +277,53 @@ async def test_auto_falls_back_once_and_remembers(server: LlamaServer) -> None:
     ]
 
 
+JUDGE_QUESTION = [
+    Message(role="system", content="You check claims against evidence. Answer yes or no."),
+    Message(
+        role="user",
+        content="Evidence: Acme CRM revenue grew 12 percent in 2024.\n"
+        "Claim: Acme CRM revenue grew in 2024.\nIs the claim supported by the evidence?",
+    ),
+]
+
+
 async def test_a_judge_style_yes_no_call_returns_token_probabilities(
-    server: LlamaServer, monkeypatch: pytest.MonkeyPatch
+    template_server: LlamaServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    use(server, monkeypatch)
+    use(template_server, monkeypatch)
     judge = resolve()
 
-    response = await judge.request(
-        [
-            Message(role="system", content="You check claims against evidence. Answer yes or no."),
-            Message(
-                role="user",
-                content="Evidence: Acme CRM revenue grew 12 percent in 2024.\n"
-                "Claim: Acme CRM revenue grew in 2024.\nIs the claim supported by the evidence?",
-            ),
-        ],
-        max_output_tokens=1,
-        top_logprobs=5,
-    )
+    response = await judge.request(JUDGE_QUESTION, max_output_tokens=1, top_logprobs=5)
 
     assert response.logprobs is not None and len(response.logprobs) == 1
     (token,) = response.logprobs
     assert token.token == response.text
     assert token.logprob <= 0.0 and len(token.top) == 5
     assert {alt.token.strip().lower() for alt in token.top} >= {"yes", "no"}
+
+
+async def test_a_server_that_refuses_logprobs_is_asked_once_without_and_remembered(
+    function_calling_server: LlamaServer,
+) -> None:
+    """llama-cpp-python's server started with `--logits_all false` answers `logprobs` with HTTP
+    500; the judge's request is sent again without them at once, and later ones go without."""
+    exchange = Exchange()
+    judge = exchange.model(function_calling_server)
+
+    first = await judge.request(JUDGE_QUESTION, max_output_tokens=1, top_logprobs=5)
+    second = await judge.request(JUDGE_QUESTION, max_output_tokens=1, top_logprobs=5)
+
+    assert [status for status, _ in exchange.received] == [500, 200, 200]
+    refused = exchange.received[0][1]
+    assert "logprobs" in json.dumps(refused)
+    assert [("logprobs" in body, "top_logprobs" in body) for body in exchange.sent] == [
+        (True, True),
+        (False, False),
+        (False, False),
+    ]
+    assert first.logprobs is None and second.logprobs is None
+    assert first.text.strip().lower().strip(".") in {"yes", "no"}
+    assert MEMORY.logprobs_refused(judge.server)
 
 
 class AcmeReport(BaseModel):
@@ -360,6 +390,9 @@ async def test_a_durable_research_run_end_to_end(
     assert 0.0 <= state["grounding_score"] <= 1.0 and state["end_reason"]
     # The summarize node found json_schema refused and switched; the judge then used json_object.
     assert MEMORY.structured_mode(OpenAIModel(MODEL_NAME).server) == "json_object"
+    # Its grounding judge asked for token probabilities once, was refused (this server runs
+    # without prompt logits) and read its answers' words, without a retry.
+    assert MEMORY.logprobs_refused(OpenAIModel(MODEL_NAME).server)
     failed = [
         e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
     ]
