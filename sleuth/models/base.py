@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from sleuth.errors import SleuthError
+
+if TYPE_CHECKING:
+    from sleuth.settings import SleuthSettings
 
 
 class ToolCall(BaseModel):
@@ -140,16 +143,22 @@ class NonRetryableModelError(ModelError):
         self.status_code = status_code
 
 
+def model_settings() -> SleuthSettings:
+    """Sleuth's settings, read now, for a model adapter: a bad value is a NonRetryableModelError
+    naming the variable (no retry can fix it)."""
+    from sleuth.settings import SettingsError, load_settings
+
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise NonRetryableModelError(str(exc)) from None
+
+
 def request_timeout(timeout: float | None) -> float:
     """Seconds one request to a hosted or OpenAI-compatible model may take: `timeout` when given,
     else `$SLEUTH_MODEL_TIMEOUT_SECONDS` (default 60). A bad value is a NonRetryableModelError."""
     if timeout is None:
-        from sleuth.settings import SettingsError, load_settings
-
-        try:
-            return load_settings().model_timeout_seconds
-        except SettingsError as exc:
-            raise NonRetryableModelError(str(exc)) from None
+        return model_settings().model_timeout_seconds
     if not timeout > 0:
         raise NonRetryableModelError(f"timeout must be a positive number of seconds, got {timeout}")
     return timeout

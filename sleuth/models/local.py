@@ -62,9 +62,9 @@ from sleuth.models.base import (
     ToolSpec,
     TopLogprob,
     Usage,
+    model_settings,
 )
 from sleuth.models.toolcalls import parse_tool_calls
-from sleuth.settings import SettingsError, load_settings
 
 log = get_logger(__name__)
 
@@ -841,10 +841,7 @@ def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:
 
 def _default_threads() -> int | None:
     """`$SLEUTH_LOCAL_THREADS`, or None: each request takes the cores left free."""
-    try:
-        return load_settings().local_threads
-    except SettingsError as exc:
-        raise NonRetryableModelError(str(exc)) from None
+    return model_settings().local_threads
 
 
 def _allowed_cpus() -> frozenset[int] | None:

@@ -16,9 +16,9 @@ import threading
 from typing import Literal, get_args
 
 from sleuth.log import get_logger
-from sleuth.models.base import NonRetryableModelError
+from sleuth.models.base import NonRetryableModelError, model_settings
 from sleuth.redact import redact
-from sleuth.settings import SettingsError, StructuredOutputSetting, load_settings
+from sleuth.settings import StructuredOutputSetting
 from sleuth.text import preview
 
 log = get_logger(__name__)
@@ -56,10 +56,7 @@ while handling the request, like llama-cpp-python's)."""
 def structured_output_setting(value: str | None) -> StructuredSetting:
     """`value`, else `$SLEUTH_OPENAI_STRUCTURED_OUTPUT`, else `auto`; anything else is an error."""
     if not value:
-        try:
-            return load_settings().openai_structured_output
-        except SettingsError as exc:
-            raise NonRetryableModelError(str(exc)) from None
+        return model_settings().openai_structured_output
     settings: tuple[StructuredSetting, ...] = get_args(StructuredSetting)
     for setting in settings:
         if value == setting:
