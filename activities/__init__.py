@@ -10,17 +10,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sleuth.app import App
+    from sleuth.apps.app import App
 
 
 def build_activities(app: App) -> list[Callable[..., Any]]:
     """Every activity a worker for `app` registers."""
-    from activities.agent import AgentActivities
-    from activities.attributes import registered_search_attributes
-    from activities.decompose import DecomposeActivities
-    from activities.pipeline import PipelineActivities
-    from activities.research import ResearchActivities
-    from activities.scan import ScanActivities
+    from sleuth.activities.agent import AgentActivities
+    from sleuth.activities.attributes import registered_search_attributes
+    from sleuth.activities.decompose import DecomposeActivities
+    from sleuth.activities.pipeline import PipelineActivities
+    from sleuth.activities.research import ResearchActivities
+    from sleuth.activities.scan import ScanActivities
 
     activities: list[Callable[..., Any]] = [registered_search_attributes]
     activities += ResearchActivities(app).all()

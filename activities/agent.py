@@ -2,7 +2,7 @@
 
 Every step builds the agent fresh from the App's factory, loads the `LoopState` by reference
 (layers such as files and todos restored from it), advances it with `Agent.step`, and stores the
-new state. Each step keeps a checkpoint journal (`activities.checkpoints`): its result is durable
+new state. Each step keeps a checkpoint journal (`sleuth.activities.checkpoints`): its result is durable
 before the activity returns, and a subagent's loop is durable after each of its model turns and
 tool calls. A retried step that finds its result returns it without running the step again (the
 worker died after the tool call but before the server heard of it); one that finds a subagent's
@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio import activity
 
-from activities.agent_models import (
+from sleuth._util.text import preview
+from sleuth.activities.agent_models import (
     AgentOutcome,
     ApprovalRequest,
     NextStep,
@@ -28,26 +29,25 @@ from activities.agent_models import (
     StepOutput,
     TodoView,
 )
-from activities.checkpoints import Journal
-from activities.errors import ConfigError, mapped_errors
-from activities.events import streams_events
-from activities.heartbeat import journaled
-from activities.metrics import record_tool_errors
+from sleuth.activities.checkpoints import Journal
+from sleuth.activities.errors import ConfigError, mapped_errors
+from sleuth.activities.events import streams_events
+from sleuth.activities.heartbeat import journaled
+from sleuth.activities.metrics import record_tool_errors
 from sleuth.agent import Agent
-from sleuth.app import App
-from sleuth.artifacts import (
+from sleuth.agent.state import LoopState
+from sleuth.apps.app import App
+from sleuth.deepagent.subagents import SubagentTool
+from sleuth.deepagent.todos import TodoState
+from sleuth.flows.review import approval_id
+from sleuth.runtime.artifacts import (
     ArtifactNotFoundError,
     ArtifactStore,
     default_artifact_store,
     get_json,
     put_json,
 )
-from sleuth.deepagent.subagents import SubagentTool
-from sleuth.deepagent.todos import TodoState
-from sleuth.log import get_logger
-from sleuth.review import approval_id
-from sleuth.state import LoopState
-from sleuth.text import preview
+from sleuth.runtime.log import get_logger
 
 log = get_logger(__name__)
 

@@ -11,11 +11,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from activities.heartbeat import HEARTBEAT_SECONDS
-from activities.policy import ActivitySettings, with_overrides
+from sleuth._util.strict import StrictInput
+from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
+from sleuth.activities.policy import ActivitySettings, with_overrides
+from sleuth.flows.review import ApprovalTimeoutAction, ReviewRecord, ReviewSubject
 from sleuth.models.base import Usage
-from sleuth.review import ApprovalTimeoutAction, ReviewRecord, ReviewSubject
-from sleuth.strict import StrictInput
 
 StepKind = Literal["model", "tool", "subagent"]
 

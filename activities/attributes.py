@@ -8,7 +8,7 @@ temporal workflow list --query 'SleuthReviewState = "awaiting"'
 They must be registered on the namespace before a workflow may set them: the embedded server
 registers them at start, `sleuth setup` registers them on a cluster. Workflows run the
 `sleuth.search_attributes` activity once (so the answer is in their history) before they upsert
-any (`workflows.attributes`), so a namespace where `sleuth setup` never ran does not
+any (`sleuth.workflows.attributes`), so a namespace where `sleuth setup` never ran does not
 fail workflow tasks: the attributes are just not set, and the worker logs how to fix that. The
 answer is cached per server and namespace for a minute, so it costs one RPC per worker and
 minute.
@@ -25,7 +25,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 from temporalio.service import RPCError
 
-from sleuth.log import get_logger
+from sleuth.runtime.log import get_logger
 
 log = get_logger(__name__)
 

@@ -42,7 +42,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 
-from sleuth.artifacts import (
+from sleuth.agent.state import LoopState
+from sleuth.runtime.artifacts import (
     ArtifactNotFoundError,
     ArtifactReferenceError,
     ArtifactStore,
@@ -50,9 +51,8 @@ from sleuth.artifacts import (
     get_json,
     put_json,
 )
-from sleuth.errors import SleuthError
-from sleuth.log import get_logger
-from sleuth.state import LoopState
+from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.log import get_logger
 
 log = get_logger(__name__)
 

@@ -1,9 +1,9 @@
 """Decomposition activities: the agent's settings, the decision call, a leaf, a synthesis.
 
-Each is a thin wrapper over the node functions of `sleuth.decompose.DeepDecomposer`, the same
+Each is a thin wrapper over the node functions of `sleuth.flows.decompose.DeepDecomposer`, the same
 ones the in-process runner uses. The decision call and the two ReAct activities heartbeat on a
 timer; the ReAct loops make a checkpoint durable in their journal after every model turn and tool
-call (`activities.checkpoints`), and a retried attempt resumes from it: a completed tool call is
+call (`sleuth.activities.checkpoints`), and a retried attempt resumes from it: a completed tool call is
 not run again.
 """
 
@@ -14,20 +14,20 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.decompose_models import (
+from sleuth.activities.decompose_models import (
     AgentSettings,
     AgentSettingsInput,
     DecideInput,
     SolveInput,
     SynthesizeInput,
 )
-from activities.errors import ConfigError, mapped_errors
-from activities.events import streams_events
-from activities.heartbeat import checkpointing, heartbeating
+from sleuth.activities.errors import ConfigError, mapped_errors
+from sleuth.activities.events import streams_events
+from sleuth.activities.heartbeat import checkpointing, heartbeating
 from sleuth.agent import Agent
-from sleuth.app import App
-from sleuth.artifacts import default_artifact_store
-from sleuth.decompose import Decision, DeepDecomposer, NodeOutcome
+from sleuth.apps.app import App
+from sleuth.flows.decompose import Decision, DeepDecomposer, NodeOutcome
+from sleuth.runtime.artifacts import default_artifact_store
 
 
 def decomposer_for(app: App, name: str) -> DeepDecomposer:

@@ -10,11 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from activities.heartbeat import HEARTBEAT_SECONDS
-from activities.policy import ActivitySettings
-from sleuth.decompose import Budget, Spend, TaskNode
-from sleuth.errors import InvalidSettingError
-from sleuth.strict import StrictInput
+from sleuth._util.strict import StrictInput
+from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
+from sleuth.activities.policy import ActivitySettings
+from sleuth.flows.decompose import Budget, Spend, TaskNode
+from sleuth.runtime.errors import InvalidSettingError
 
 MAX_DEPTH = 10
 """Deepest decomposition an input may ask for: every level multiplies the child workflows."""

@@ -11,12 +11,12 @@ from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 from sleuth.agent.policies import GuardrailViolation
-from sleuth.app import UnknownNameError
-from sleuth.artifacts import ArtifactNotFoundError, ArtifactReferenceError
-from sleuth.errors import InvalidSettingError, SleuthError
+from sleuth.apps.app import UnknownNameError
+from sleuth.flows.review import ReviewError
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
-from sleuth.redact import redact
-from sleuth.review import ReviewError
+from sleuth.runtime.artifacts import ArtifactNotFoundError, ArtifactReferenceError
+from sleuth.runtime.errors import InvalidSettingError, SleuthError
+from sleuth.runtime.redact import redact
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -3,7 +3,7 @@
 `@streams_events` wraps an activity so every event its code emits (`agent.*`, `research.node`,
 `deepagent.*`, ...) is published to the workflow's stream (`temporalio.contrib.workflow_streams`,
 topic `events`) in batches of at most `BATCH_SECONDS`, each batch one signal. Any client reads the
-stream from an offset (`workers.events.follow_events`). A failed publish is logged, never fails
+stream from an offset (`sleuth.workers.events.follow_events`). A failed publish is logged, never fails
 the activity: events are for watching a run, the run's result does not depend on them.
 """
 
@@ -18,8 +18,8 @@ from typing import ParamSpec, TypeVar
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from sleuth.events import STREAM_TOPIC, Event, forward_events
-from sleuth.log import get_logger
+from sleuth.runtime.events import STREAM_TOPIC, Event, forward_events
+from sleuth.runtime.log import get_logger
 
 BATCH_SECONDS = 0.5
 """Longest an event waits in the activity before it is signalled to the workflow."""

@@ -9,10 +9,10 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.checkpoints import Journal
-from sleuth.artifacts import ArtifactStore
+from sleuth.activities.checkpoints import Journal
+from sleuth.agent.state import LoopState
 from sleuth.deepagent.subagents import resumable_children
-from sleuth.state import LoopState
+from sleuth.runtime.artifacts import ArtifactStore
 
 HEARTBEAT_SECONDS = 20.0
 """The default heartbeat timeout of every long activity: a worker that dies is noticed this long
@@ -58,7 +58,7 @@ async def heartbeating(
 async def journaled(
     store: ArtifactStore, *, every_seconds: float | None = None
 ) -> AsyncIterator[Journal]:
-    """The running activity's checkpoint journal (see `activities.checkpoints`), with the heartbeat
+    """The running activity's checkpoint journal (see `sleuth.activities.checkpoints`), with the heartbeat
     timer on and the subagents dispatched inside the block resuming from it."""
     journal = await Journal.open(store)
     # Say at once where this attempt resumes from, and what was wrong on the way.

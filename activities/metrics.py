@@ -1,5 +1,5 @@
 """Metrics activities record (through `activity.metric_meter()`, exported with the SDK's own by a
-worker started with `SLEUTH_METRICS_PORT`; see `workflows.metrics` for the workflow-side ones)."""
+worker started with `SLEUTH_METRICS_PORT`; see `sleuth.workflows.metrics` for the workflow-side ones)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from temporalio import activity
 
-from sleuth.state import EvidenceItem
+from sleuth.agent.state import EvidenceItem
 
 _KNOWN_ERRORS = frozenset(
     {"invalid_arguments", "unknown_tool", "budget_exhausted", "denied", "ungrounded_submission"}

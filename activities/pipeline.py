@@ -1,9 +1,9 @@
 """Pipeline activities: read a registered pipeline's shape, run one agent stage, check a loop's condition.
 
-Stages run the same `sleuth.composition.call_stage` the in-process pipelines use; a stage that
+Stages run the same `sleuth.flows.composition.call_stage` the in-process pipelines use; a stage that
 raises fails its activity, which Temporal retries per the stage's policy. Stages and conditions
 heartbeat on a timer. A stage that is a `sleuth.Agent` makes a checkpoint durable in its journal
-after every model turn and tool call (`activities.checkpoints`), and a retried attempt resumes
+after every model turn and tool call (`sleuth.activities.checkpoints`), and a retried attempt resumes
 from it, so its completed tool calls are not run again; other stages (functions, decomposers)
 start over.
 """
@@ -15,10 +15,10 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.errors import ConfigError, mapped_errors
-from activities.events import streams_events
-from activities.heartbeat import checkpointing, heartbeating
-from activities.pipeline_models import (
+from sleuth.activities.errors import ConfigError, mapped_errors
+from sleuth.activities.events import streams_events
+from sleuth.activities.heartbeat import checkpointing, heartbeating
+from sleuth.activities.pipeline_models import (
     ConditionInput,
     ConditionOutput,
     DescribeInput,
@@ -28,9 +28,8 @@ from activities.pipeline_models import (
     StageSpec,
 )
 from sleuth.agent import Agent
-from sleuth.app import App, UnknownNameError
-from sleuth.artifacts import default_artifact_store
-from sleuth.composition import (
+from sleuth.apps.app import App, UnknownNameError
+from sleuth.flows.composition import (
     LoopAgent,
     ParallelPipeline,
     Pipeline,
@@ -41,6 +40,7 @@ from sleuth.composition import (
     stage_at,
     stage_name,
 )
+from sleuth.runtime.artifacts import default_artifact_store
 
 
 def pipeline_at(app: App, name: str, path: list[int]) -> Pipeline:

@@ -10,9 +10,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from activities.heartbeat import HEARTBEAT_SECONDS
-from activities.policy import MAX_SECONDS, ActivitySettings
-from sleuth.strict import StrictInput
+from sleuth._util.strict import StrictInput
+from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
+from sleuth.activities.policy import MAX_SECONDS, ActivitySettings
 
 MAX_NESTING = 32
 """Deepest nesting of inline pipelines a stage path may name."""

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, model_validator
 from temporalio.common import RetryPolicy
 
-from sleuth.errors import InvalidSettingError
-from sleuth.strict import StrictInput
+from sleuth._util.strict import StrictInput
+from sleuth.runtime.errors import InvalidSettingError
 
 MAX_SECONDS = 30 * 24 * 3600.0
 """Longest timeout, interval or heartbeat any setting accepts: 30 days."""

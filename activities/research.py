@@ -4,7 +4,7 @@ decides which node runs next and when the run is over, then calls `research.fini
 
 Every node heartbeats on a timer, so a dead worker is noticed within the heartbeat timeout.
 `research.execute` makes a checkpoint durable in its journal after every model turn and tool call
-(`activities.checkpoints`); a retried attempt resumes the agent loop from it, so completed tool
+(`sleuth.activities.checkpoints`); a retried attempt resumes the agent loop from it, so completed tool
 calls are not run again.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.errors import ConfigError, mapped_errors
-from activities.events import streams_events
-from activities.heartbeat import checkpointing, heartbeating
-from activities.metrics import record_tool_errors
-from activities.research_models import (
+from sleuth.activities.errors import ConfigError, mapped_errors
+from sleuth.activities.events import streams_events
+from sleuth.activities.heartbeat import checkpointing, heartbeating
+from sleuth.activities.metrics import record_tool_errors
+from sleuth.activities.research_models import (
     FINAL_EVIDENCE_CHARS,
     FinishInput,
     FinishOutput,
@@ -28,11 +28,11 @@ from activities.research_models import (
     NodeOutput,
     ReviewSubjectInput,
 )
-from sleuth.app import App
-from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
-from sleuth.log import get_logger
+from sleuth.apps.app import App
+from sleuth.flows.review import ReviewSubject
 from sleuth.research import Node, ResearchSpec, ResearchState, review_subject
-from sleuth.review import ReviewSubject
+from sleuth.runtime.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
+from sleuth.runtime.log import get_logger
 
 log = get_logger(__name__)
 

@@ -11,11 +11,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from activities.heartbeat import HEARTBEAT_SECONDS
-from activities.policy import ActivitySettings, RetrySettings, with_overrides
+from sleuth._util.strict import StrictInput
+from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
+from sleuth.activities.policy import ActivitySettings, RetrySettings, with_overrides
+from sleuth.flows.review import ReviewRecord, ReviewSettings
 from sleuth.research import EndReason, Node, ResearchDigest, ResearchInputs, ResearchReport
-from sleuth.review import ReviewRecord, ReviewSettings
-from sleuth.strict import StrictInput
 
 FINAL_EVIDENCE_CHARS = 24_000
 """Evidence text kept inline in a durable run's `final_state` (in total); the full trail stays in

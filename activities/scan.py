@@ -4,7 +4,7 @@ An item runs a research config or, when the scan names an agent, one run of a fr
 the App (a `sleuth.Agent` journals its loop's checkpoints the same way as a research execute).
 
 All three heartbeat on a timer. An item researched with a `ResearchSpec` runs its graph node by
-node with its execute rounds in the activity's checkpoint journal (`activities.checkpoints`): the
+node with its execute rounds in the activity's checkpoint journal (`sleuth.activities.checkpoints`): the
 loop's checkpoint after every model turn and tool call, and the state after the round. A retried
 item resumes there, so its completed tool calls are not run again. Any other research
 config runs whole, and a retry starts it over (its row upsert makes that harmless to the sink).
@@ -19,9 +19,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import ConfigError, mapped_errors, to_application_error
-from activities.heartbeat import checkpointing, heartbeating, journaled
-from activities.scan_models import (
+from sleuth.activities.errors import ConfigError, mapped_errors, to_application_error
+from sleuth.activities.heartbeat import checkpointing, heartbeating, journaled
+from sleuth.activities.scan_models import (
     ListPageInput,
     ListPageOutput,
     RecordFailureInput,
@@ -29,9 +29,12 @@ from activities.scan_models import (
     ResearchItemOutput,
 )
 from sleuth.agent import Agent
-from sleuth.app import App, ResearchConfig, UnknownNameError
-from sleuth.artifacts import ArtifactStore, default_artifact_store
-from sleuth.knowledge import (
+from sleuth.apps.app import App, ResearchConfig, UnknownNameError
+from sleuth.research import ResearchSpec
+from sleuth.runtime.artifacts import ArtifactStore, default_artifact_store
+from sleuth.runtime.log import get_logger
+from sleuth.runtime.redact import redact
+from sleuth.scans.knowledge import (
     ItemRef,
     KnowledgeProvider,
     KnowledgeRow,
@@ -40,10 +43,7 @@ from sleuth.knowledge import (
     research_item,
     row_for,
 )
-from sleuth.log import get_logger
-from sleuth.redact import redact
-from sleuth.research import ResearchSpec
-from sleuth.sinks import RowSink, failed_record, ok_record, sink_for_name
+from sleuth.scans.sinks import RowSink, failed_record, ok_record, sink_for_name
 
 log = get_logger(__name__)
 
@@ -73,7 +73,7 @@ class ScanActivities:
         return provider
 
     def _sink(self, name: str | None) -> RowSink:
-        """The sink a scan names, as this worker configured it (see `sleuth.sinks`). One object
+        """The sink a scan names, as this worker configured it (see `sleuth.scans.sinks`). One object
         per name and worker: the SQLite sink keeps its connection open."""
         key = name or ""
         sink = self._sinks.get(key)

@@ -7,12 +7,12 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from activities.heartbeat import HEARTBEAT_SECONDS
-from activities.policy import MAX_SECONDS, attempts, seconds
-from sleuth.errors import InvalidSettingError
-from sleuth.knowledge import ItemRef
-from sleuth.sinks import check_sink_name
-from sleuth.strict import StrictInput
+from sleuth._util.strict import StrictInput
+from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
+from sleuth.activities.policy import MAX_SECONDS, attempts, seconds
+from sleuth.runtime.errors import InvalidSettingError
+from sleuth.runtime.settings import check_sink_name
+from sleuth.scans.knowledge import ItemRef
 
 FAILED_LIST_LIMIT = 200
 """At most this many failures are listed in a scan's outcome (every one is in the sink)."""

@@ -24,12 +24,12 @@ from temporalio.testing import WorkflowEnvironment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from activities.agent_models import AgentRequest  # noqa: E402
-from sleuth.log import configure_logging  # noqa: E402
-from tests.apps.agent_app import app  # noqa: E402
-from workers.binaries import temporal_cli  # noqa: E402
-from workers.worker import build_worker  # noqa: E402
-from workflows.agent import AgentWorkflow  # noqa: E402
+from sleuth.activities.agent_models import AgentRequest  # noqa: E402
+from sleuth.runtime.log import configure_logging  # noqa: E402
+from sleuth.workers.binaries import temporal_cli  # noqa: E402
+from sleuth.workers.worker import build_worker  # noqa: E402
+from sleuth.workflows.agent import AgentWorkflow  # noqa: E402
+from tests.helpers.apps.agent_app import app  # noqa: E402
 
 FAST_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 PROMPT = "Size the CRM market and price Acme"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from sleuth.decompose import Budget, DeepDecomposer
+from sleuth.flows.decompose import Budget, DeepDecomposer
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.tools import tool
 

@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
+from sleuth.agent.state import EvidenceItem
 from sleuth.grounding import calibration_for, ground_claims, judge_claims
 from sleuth.grounding.calibration import FEATURES, VETO_CAP, Calibration, logit
 from sleuth.models import Message, Model, ModelResponse, OutputSchema, ToolSpec, resolve
-from sleuth.state import EvidenceItem
 
 DATA = Path(__file__).parent / "grounding_data" / "items.json"
 CLASSES = ("entity", "predicate", "circumstance", "negation", "roles", "addition")

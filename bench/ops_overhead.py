@@ -35,14 +35,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.research_models import ResearchRequest
 from bench.research_overhead import FAST_SERVER_ARGS, graph_spec
-from sleuth.app import App
-from workers.binaries import temporal_cli
-from workers.plugin import SleuthPlugin
-from workers.search_attributes import dev_server_flags
-from workers.telemetry import client_interceptors
-from workflows.research import ResearchWorkflow
+from sleuth.activities.research_models import ResearchRequest
+from sleuth.apps.app import App
+from sleuth.workers.binaries import temporal_cli
+from sleuth.workers.plugin import SleuthPlugin
+from sleuth.workers.search_attributes import dev_server_flags
+from sleuth.workers.telemetry import client_interceptors
+from sleuth.workflows.research import ResearchWorkflow
 
 
 class Switch(Sampler):

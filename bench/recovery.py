@@ -1,7 +1,7 @@
 """Crash recovery with the default settings: seconds from SIGKILL to resumption for every kind of
 step of every workflow type, and how many tool calls ran twice.
 
-Runs the fault matrix of `tests/fault_matrix.py` (the same harness as the test): 25 runs of the
+Runs the fault matrix of `tests/helpers/fault_matrix.py` (the same harness as the test): 25 runs of the
 five workflow types on one `sleuth worker` process, each stopped in a different kind of step —
 mid-step, or right after a tool call returned and was checkpointed — then one SIGKILL to the
 worker's process group and a fresh worker. One run also has its newest checkpoint damaged on disk
@@ -27,8 +27,8 @@ from temporalio.testing import WorkflowEnvironment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fault_matrix import CellOutcome, run_matrix  # noqa: E402
-from workers.binaries import temporal_cli  # noqa: E402
+from sleuth.workers.binaries import temporal_cli  # noqa: E402
+from tests.helpers.fault_matrix import CellOutcome, run_matrix  # noqa: E402
 
 FAST_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 GOAL_SECONDS = 30.0

@@ -23,15 +23,15 @@ import uuid
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.research_models import ResearchRequest
-from sleuth.app import App
+from sleuth.activities.research_models import ResearchRequest
+from sleuth.apps.app import App
 from sleuth.grounding.judge import PASSAGES_PER_CLAIM
 from sleuth.models.base import ModelResponse
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import ResearchSpec, create_research_workflow, node_of_request
-from workers.binaries import temporal_cli
-from workers.worker import build_worker
-from workflows.research import ResearchWorkflow
+from sleuth.workers.binaries import temporal_cli
+from sleuth.workers.worker import build_worker
+from sleuth.workflows.research import ResearchWorkflow
 
 FACT = "Acme shipped 40 thousand widgets in 2024 according to its annual report."
 FAST_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]

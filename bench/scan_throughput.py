@@ -31,13 +31,13 @@ FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxP
 
 async def main(items: int, concurrency: int, noop_count: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from activities.scan_models import ScanRequest
     from bench.noop_activities import NoopActivitiesWorkflow, noop
-    from sleuth.sinks import SQLiteRowSink
-    from tests.apps.scan_app import build_app
-    from workers.binaries import temporal_cli
-    from workers.scans import run_chain, start_scan
-    from workers.worker import build_worker
+    from sleuth.activities.scan_models import ScanRequest
+    from sleuth.scans.sinks import SQLiteRowSink
+    from sleuth.workers.binaries import temporal_cli
+    from sleuth.workers.scans import run_chain, start_scan
+    from sleuth.workers.worker import build_worker
+    from tests.helpers.apps.scan_app import build_app
 
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()),

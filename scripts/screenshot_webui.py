@@ -6,7 +6,7 @@
 It runs `sleuth research` as a person would, against an embedded Temporal server of its own (a
 free port, a temporary $SLEUTH_HOME; model weights are read from $SLEUTH_MODEL_DIR, default
 ~/.sleuth/models), opens the run's page in the Web UI with headless Chromium over the DevTools
-protocol (tests/browser.py), waits until the timeline has drawn, saves the screenshot, prints the
+protocol (tests/helpers/browser.py), waits until the timeline has drawn, saves the screenshot, prints the
 run's report, and stops the server. Needs the `test` extra (websockets) and Chromium
 (`apt-get install chromium`).
 """
@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sleuth.rag.demo import DEMO_QUESTION  # noqa: E402
-from tests.browser import CHROMIUM, open_page  # noqa: E402
-from tests.worker_processes import free_port_pair, sleuth_command  # noqa: E402
+from tests.helpers.browser import CHROMIUM, open_page  # noqa: E402
+from tests.helpers.worker_processes import free_port_pair, sleuth_command  # noqa: E402
 
-SCRIPTED_APP = ["--app", "tests.apps.research_app:app", "--research", "crash"]
+SCRIPTED_APP = ["--app", "tests.helpers.apps.research_app:app", "--research", "crash"]
 SCRIPTED_QUESTION = "How many widgets did Acme ship in 2024?"
 SCROLL_TO_TIMELINE = """
 const heading = [...document.querySelectorAll('h1, h2, h3, h4')]

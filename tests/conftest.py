@@ -13,9 +13,9 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from tests.timeouts import SERVER_STARTUP
-from workers.binaries import temporal_cli, temporal_test_server
-from workers.embedded import stop_background_server
+from sleuth.workers.binaries import temporal_cli, temporal_test_server
+from sleuth.workers.embedded import stop_background_server
+from tests.helpers.timeouts import SERVER_STARTUP
 
 FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
@@ -126,8 +126,8 @@ def live_key(name: str) -> str:
 
 @pytest.fixture(scope="session")
 def pg_uri() -> Iterator[str]:
-    """A PostgreSQL server with pgvector (tests/pg_server.py), started once for the session."""
-    from tests.pg_server import running_postgres
+    """A PostgreSQL server with pgvector (tests/helpers/pg_server.py), started once for the session."""
+    from tests.helpers.pg_server import running_postgres
 
     with running_postgres() as uri:
         yield uri
@@ -135,15 +135,15 @@ def pg_uri() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def chroma_url() -> Iterator[str]:
-    """A Chroma server (tests/chroma_server.py), started once for the session."""
-    from tests.chroma_server import running_chroma
+    """A Chroma server (tests/helpers/chroma_server.py), started once for the session."""
+    from tests.helpers.chroma_server import running_chroma
 
     with running_chroma() as url:
         yield url
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    from tests.timeouts import FACTOR_ENV, parallel_peers, timeout_factor
+    from tests.helpers.timeouts import FACTOR_ENV, parallel_peers, timeout_factor
 
     # The header is the controller's; each xdist worker counts the other workers as load.
     workers = config.getoption("numprocesses", None)
@@ -158,9 +158,9 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`--dist loadgroup`), the tests that run a real model share one worker
     per kind: those running it in-process (`localmodel`) and those running llama-cpp-python's
-    server (`llamaserver`, tests/test_openai_server.py). The two kinds run side by side, each
+    server (`llamaserver`, tests/models/test_openai_server.py). The two kinds run side by side, each
     on about one core: the local model picks its thread count from the free cores, and the
-    server is started with one thread (tests/llama_server.py). Two models of one kind at once
+    server is started with one thread (tests/helpers/llama_server.py). Two models of one kind at once
     would load a second copy of the weights for no gain."""
     for item in items:
         if item.get_closest_marker("localmodel") is not None:

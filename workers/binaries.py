@@ -6,7 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from sleuth.errors import SleuthError
+from sleuth.runtime.errors import SleuthError
 
 
 class BinaryNotFoundError(SleuthError, FileNotFoundError):

@@ -19,28 +19,29 @@ import warnings
 from collections.abc import Sequence
 from typing import TextIO
 
-from sleuth.log import configure_logging
-from sleuth.redact import redact
-from sleuth.settings import load_settings
+import sleuth
+from sleuth.runtime.log import configure_logging
+from sleuth.runtime.redact import redact
+from sleuth.runtime.settings import load_settings
 
 # Each command, in the order `sleuth --help` lists them, and the module that registers it.
 COMMANDS: dict[str, str] = {
-    "server": "workers.cli_server",
-    "worker": "workers.cli_worker",
-    "models": "workers.cli_models",
-    "ingest": "workers.cli_ingest",
-    "research": "workers.cli_research",
-    "scan": "workers.cli_scan",
-    "rows": "workers.cli_scan",
-    "schedule": "workers.cli_schedule",
-    "run": "workers.cli_run",
-    "agent": "workers.cli_agent",
-    "codec-server": "workers.cli_codec",
-    "serve": "workers.cli_serve",
-    "setup": "workers.cli_setup",
-    "review": "workers.cli_review",
-    "runs": "workers.cli_runs",
-    "doctor": "workers.cli_doctor",
+    "server": "sleuth.workers.cli_server",
+    "worker": "sleuth.workers.cli_worker",
+    "models": "sleuth.workers.cli_models",
+    "ingest": "sleuth.workers.cli_ingest",
+    "research": "sleuth.workers.cli_research",
+    "scan": "sleuth.workers.cli_scan",
+    "rows": "sleuth.workers.cli_scan",
+    "schedule": "sleuth.workers.cli_schedule",
+    "run": "sleuth.workers.cli_run",
+    "agent": "sleuth.workers.cli_agent",
+    "codec-server": "sleuth.workers.cli_codec",
+    "serve": "sleuth.workers.cli_serve",
+    "setup": "sleuth.workers.cli_setup",
+    "review": "sleuth.workers.cli_review",
+    "runs": "sleuth.workers.cli_runs",
+    "doctor": "sleuth.workers.cli_doctor",
 }
 COMMAND_MODULES: list[str] = list(dict.fromkeys(COMMANDS.values()))
 
@@ -51,6 +52,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="sleuth",
         description="Durable deep-research agents on Temporal.",
     )
+    parser.add_argument("--version", action="version", version=f"sleuth {sleuth.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     # The top-level parser has only -h: a first word that is no option is the command.
     wanted = COMMANDS.get(argv[0]) if argv and not argv[0].startswith("-") else None
@@ -71,7 +73,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if func is None:
         build_parser().print_help()  # every command, whichever module parsed the line
         return 2
-    from workers.telemetry import configure_tracing, shutdown_tracing
+    from sleuth.workers.telemetry import configure_tracing, shutdown_tracing
 
     configure_tracing()
     try:
@@ -111,7 +113,7 @@ def _show_warning(
 ) -> None:
     """Settings warnings read as one line to a person; others keep Python's format."""
     # Only workers.client warns so, and then it is loaded; a command that never loads it pays nothing.
-    client = sys.modules.get("workers.client")
+    client = sys.modules.get("sleuth.workers.client")
     if client is not None and issubclass(category, client.DeprecatedVariableWarning):
         print(f"sleuth: warning: {message}", file=sys.stderr)
         return

@@ -11,12 +11,12 @@ from typing import TextIO
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
-from activities.agent_models import AgentOutcome, AgentProgress, AgentRequest
-from activities.errors import unwrap_cause
-from sleuth.config import workflow_link
-from workers.cli_events import showing_events
-from workers.session import add_session_arguments, open_session
-from workflows.agent import AgentWorkflow
+from sleuth.activities.agent_models import AgentOutcome, AgentProgress, AgentRequest
+from sleuth.activities.errors import unwrap_cause
+from sleuth.runtime.paths import workflow_link
+from sleuth.workers.cli_events import showing_events
+from sleuth.workers.session import add_session_arguments, open_session
+from sleuth.workflows.agent import AgentWorkflow
 
 POLL_SECONDS = 0.5
 

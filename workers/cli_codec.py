@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from workers.codec import KEY_ENV, KEY_FILE_ENV, configured_codec, write_key_file
-from workers.codec_server import CodecServer
+from sleuth.workers.codec import KEY_ENV, KEY_FILE_ENV, configured_codec, write_key_file
+from sleuth.workers.codec_server import CodecServer
 
 DEFAULT_PORT = 8234
 DEFAULT_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")

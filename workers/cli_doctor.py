@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from workers.doctor import Finding, run_checks
+from sleuth.workers.doctor import Finding, run_checks
 
 _LABELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 

@@ -11,8 +11,8 @@ from typing import TextIO
 
 from temporalio.client import Client
 
-from sleuth.events import Event
-from workers.events import follow_events
+from sleuth.runtime.events import Event
+from sleuth.workers.events import follow_events
 
 LINE_CHARS = 140
 DRAIN_SECONDS = 10.0

@@ -12,7 +12,6 @@ import argparse
 import sys
 from typing import TextIO
 
-from sleuth.errors import InvalidSettingError
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.ingest import (
     DEFAULT_CHUNK_SIZE,
@@ -22,7 +21,8 @@ from sleuth.rag.ingest import (
     ingest_paths,
 )
 from sleuth.rag.stores.base import BaseVectorStore, StoreError
-from workers.render import ProgressBar, progress_bar
+from sleuth.runtime.errors import InvalidSettingError
+from sleuth.workers.render import ProgressBar, progress_bar
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,9 +99,9 @@ def resolve_store(
 ) -> tuple[BaseVectorStore, Embedder | None]:
     """The store (and embedder) `--store SPEC [--app ...]` names."""
     if app_target:
-        from sleuth.app import load_app
+        from sleuth.workers.session import cli_app
 
-        retriever = load_app(app_target).get_datastore(name).retriever
+        retriever = cli_app(app_target).get_datastore(name).retriever
         store = getattr(retriever, "store", None)
         if not isinstance(store, BaseVectorStore):
             raise InvalidSettingError(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sleuth.models import default_model_name, llama_build, weights
-from workers.render import PlainTable, ProgressBar, print_table, progress_bar
+from sleuth.workers.render import PlainTable, ProgressBar, print_table, progress_bar
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

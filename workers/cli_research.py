@@ -13,16 +13,16 @@ from typing import Any
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from activities.errors import unwrap_cause
-from activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
-from sleuth.config import workflow_link
-from sleuth.pricing import usd
+from sleuth.activities.errors import unwrap_cause
+from sleuth.activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
+from sleuth.flows.review import ReviewSettings
 from sleuth.research import Node, ResearchReport
-from sleuth.review import ReviewSettings
-from workers.cli_events import showing_events
-from workers.render import print_report
-from workers.session import add_session_arguments, open_session, workflow_pollers
-from workflows.research import ResearchWorkflow
+from sleuth.runtime.paths import workflow_link
+from sleuth.usage.pricing import usd
+from sleuth.workers.cli_events import showing_events
+from sleuth.workers.render import print_report
+from sleuth.workers.session import add_session_arguments, open_session, workflow_pollers
+from sleuth.workflows.research import ResearchWorkflow
 
 POLL_SECONDS = 0.3
 

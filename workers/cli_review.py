@@ -24,9 +24,9 @@ from typing import Any
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from sleuth.review import PendingReview, ReviewDecision, Verdict
-from workers.session import Session, add_session_arguments, open_session, workflow_pollers
-from workers.worker import build_worker
+from sleuth.flows.review import PendingReview, ReviewDecision, Verdict
+from sleuth.workers.session import Session, add_session_arguments, open_session, workflow_pollers
+from sleuth.workers.worker import build_worker
 
 _KEYS: dict[str, Verdict] = {"a": "approve", "r": "revise", "j": "reject"}
 

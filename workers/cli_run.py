@@ -2,7 +2,7 @@
 
 A deep agent (`type: deep`, or a registered `DeepDecomposer`) runs as `DecomposeWorkflow`, a
 registered pipeline as `PipelineWorkflow`, any other agent as `AgentWorkflow`. `--config
-agents.yaml` adds the agents a YAML file declares (`sleuth.yamlconfig`) to the App first; a
+agents.yaml` adds the agents a YAML file declares (`sleuth.apps.yaml_agents`) to the App first; a
 worker started with the same `--config` serves them, else one runs in this process.
 """
 
@@ -17,21 +17,21 @@ from typing import Any
 
 from temporalio.client import WorkflowFailureError
 
-from activities.agent_models import AgentRequest
-from activities.decompose_models import DecomposeInput, DecomposeOutput
-from activities.errors import unwrap_cause
-from activities.pipeline_models import PipelineInput
-from sleuth.app import App, load_app
-from sleuth.composition import PipelineResult
-from sleuth.config import workflow_link
-from sleuth.decompose import DeepDecomposer
-from sleuth.errors import NotFoundError
-from sleuth.yamlconfig import load_agents_into
-from workers.cli_events import showing_events
-from workers.session import add_session_arguments, open_session
-from workflows.agent import AgentWorkflow
-from workflows.decompose import DecomposeWorkflow
-from workflows.pipeline import PipelineWorkflow
+from sleuth.activities.agent_models import AgentRequest
+from sleuth.activities.decompose_models import DecomposeInput, DecomposeOutput
+from sleuth.activities.errors import unwrap_cause
+from sleuth.activities.pipeline_models import PipelineInput
+from sleuth.apps.app import App
+from sleuth.apps.yaml_agents import load_agents_into
+from sleuth.flows.composition import PipelineResult
+from sleuth.flows.decompose import DeepDecomposer
+from sleuth.runtime.errors import NotFoundError
+from sleuth.runtime.paths import workflow_link
+from sleuth.workers.cli_events import showing_events
+from sleuth.workers.session import add_session_arguments, cli_app, open_session
+from sleuth.workflows.agent import AgentWorkflow
+from sleuth.workflows.decompose import DecomposeWorkflow
+from sleuth.workflows.pipeline import PipelineWorkflow
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,7 +74,7 @@ def workflow_kind(app: App, agent_id: str) -> str:
 
 
 async def run_command(args: argparse.Namespace) -> int:
-    app = load_app(args.app)
+    app = cli_app(args.app)
     if args.config is not None:
         if not args.config.is_file():
             print(f"sleuth: --config {args.config}: no such file", file=sys.stderr)

@@ -7,7 +7,7 @@ sleuth runs --research market-report --json
 sleuth runs --awaiting-review
 ```
 
-Each row comes from the run's search attributes (`activities.attributes`), or from its memo on
+Each row comes from the run's search attributes (`sleuth.activities.attributes`), or from its memo on
 a namespace without them (filters other than `--since` need them: `sleuth setup`).
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.attributes import (
+from sleuth.activities.attributes import (
     COST_USD,
     END_REASON,
     GROUNDING_SCORE,
@@ -33,8 +33,8 @@ from activities.attributes import (
     REVIEW_STATE,
     TOTAL_TOKENS,
 )
-from sleuth.pricing import usd
-from workers.embedded import connect_temporal
+from sleuth.usage.pricing import usd
+from sleuth.workers.embedded import connect_temporal
 
 KINDS = {
     "ResearchWorkflow": "research",

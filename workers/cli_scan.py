@@ -13,23 +13,21 @@ from typing import Any, TextIO
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from activities.errors import unwrap_cause
-from activities.scan_models import ScanOutcome, ScanProgress, ScanRequest
-from sleuth.app import load_app
-from sleuth.config import sleuth_home, workflow_link
-from sleuth.redact import redact
-from sleuth.sinks import (
-    DEFAULT_SINK,
-    SINKS_ENV,
+from sleuth.activities.errors import unwrap_cause
+from sleuth.activities.scan_models import ScanOutcome, ScanProgress, ScanRequest
+from sleuth.runtime.paths import sleuth_home, workflow_link
+from sleuth.runtime.redact import redact
+from sleuth.runtime.settings import DEFAULT_SINK, SINKS_ENV
+from sleuth.scans.sinks import (
     RowRecord,
     RowSink,
     configured_sink_urls,
     sink_for_name,
 )
-from workers.render import PlainTable, progress_bar, terminal_console
-from workers.scans import start_scan
-from workers.session import add_session_arguments, open_session
-from workflows.scan import KnowledgeScanWorkflow
+from sleuth.workers.render import PlainTable, progress_bar, terminal_console
+from sleuth.workers.scans import start_scan
+from sleuth.workers.session import add_session_arguments, cli_app, open_session
+from sleuth.workflows.scan import KnowledgeScanWorkflow
 
 POLL_SECONDS = 0.5
 BAR_WIDTH = 30
@@ -232,7 +230,7 @@ def resolve_sink(name: str | None, app_target: str | None) -> RowSink:
     default."""
     registered: dict[str, RowSink] = {}
     if app_target:
-        app = load_app(app_target)
+        app = cli_app(app_target)
         registered = {n: app.get_sink(n) for n in app.sink_names}
     return sink_for_name(name, registered=registered)
 

@@ -8,10 +8,10 @@ import sys
 from temporalio.client import Client, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.scan_models import ScanRequest
-from workers.render import PlainTable, terminal_console
-from workers.schedules import create_scan_schedule, summarize
-from workers.session import add_session_arguments, open_session
+from sleuth.activities.scan_models import ScanRequest
+from sleuth.workers.render import PlainTable, terminal_console
+from sleuth.workers.schedules import create_scan_schedule, summarize
+from sleuth.workers.session import add_session_arguments, open_session
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

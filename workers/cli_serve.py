@@ -1,11 +1,11 @@
-"""`sleuth serve`: the HTTP API of `workers.serve` on uvicorn."""
+"""`sleuth serve`: the HTTP API of `sleuth.workers.serve` on uvicorn."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from workers.session import add_session_arguments, open_session
+from sleuth.workers.session import add_session_arguments, open_session
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,7 +33,7 @@ async def run_serve_command(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from workers.serve import create_api
+        from sleuth.workers.serve import create_api
     except ImportError as exc:
         print(
             f"sleuth: serve needs FastAPI and uvicorn ({exc}); install them with "

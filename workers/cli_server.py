@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from workers.codec import configured_codec
-from workers.codec_server import CodecServer
-from workers.embedded import (
+from sleuth.workers.codec import configured_codec
+from sleuth.workers.codec_server import CodecServer
+from sleuth.workers.embedded import (
     PRIVATE_UMASK,
     STARTUP_TIMEOUT_SECONDS,
     EmbeddedServerError,

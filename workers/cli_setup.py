@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from workers.embedded import connect_temporal
-from workers.search_attributes import attribute_table, register_search_attributes
+from sleuth.workers.embedded import connect_temporal
+from sleuth.workers.search_attributes import attribute_table, register_search_attributes
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

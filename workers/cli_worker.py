@@ -8,14 +8,15 @@ import importlib
 import signal
 from pathlib import Path
 
-from sleuth.app import App, load_app
-from sleuth.errors import MissingFileError, NotAvailableError
-from sleuth.sinks import open_sink_url, parse_sink_settings
-from workers.embedded import connect_temporal
-from workers.plugin import SleuthPlugin
-from workers.session import add_session_arguments, resolve_task_queue
-from workers.telemetry import metrics_address, metrics_runtime
-from workers.worker import build_worker
+from sleuth.apps.app import App
+from sleuth.runtime.errors import MissingFileError, NotAvailableError
+from sleuth.runtime.settings import parse_sink_settings
+from sleuth.scans.sinks import open_sink_url
+from sleuth.workers.embedded import connect_temporal
+from sleuth.workers.plugin import SleuthPlugin
+from sleuth.workers.session import add_session_arguments, cli_app, resolve_task_queue
+from sleuth.workers.telemetry import metrics_address, metrics_runtime
+from sleuth.workers.worker import build_worker
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,15 +53,15 @@ def register_sinks(app: App, settings: list[str]) -> None:
 
 
 def load_agent_config(app: App, path: Path) -> None:
-    """Register the agents a YAML file declares (`sleuth.yamlconfig`) into `app`."""
+    """Register the agents a YAML file declares (`sleuth.apps.yaml_agents`) into `app`."""
     try:
-        yamlconfig = importlib.import_module("sleuth.yamlconfig")
+        yamlconfig = importlib.import_module("sleuth.apps.yaml_agents")
     except ModuleNotFoundError as exc:
-        if exc.name != "sleuth.yamlconfig":
+        if exc.name != "sleuth.apps.yaml_agents":
             raise
         raise NotAvailableError(
             f"--config {path}: YAML agent configs are not supported by this installation "
-            "(sleuth.yamlconfig is missing); declare the agents in your --app module instead"
+            "(sleuth.apps.yaml_agents is missing); declare the agents in your --app module instead"
         ) from None
     if not path.is_file():
         raise MissingFileError(f"--config {path}: no such file")
@@ -82,7 +83,7 @@ def describe_app(app: App) -> str:
 
 
 async def run_worker_command(args: argparse.Namespace) -> int:
-    app = load_app(args.app)
+    app = cli_app(args.app)
     if args.config is not None:
         load_agent_config(app, args.config)
     register_sinks(app, args.sink)

@@ -27,10 +27,10 @@ from temporalio.client import Client, Plugin
 from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig, DataSource
 from temporalio.runtime import Runtime
 
-from sleuth.config import DEFAULT_TEMPORAL_ADDRESS
-from sleuth.errors import SleuthError
-from workers.codec import data_converter
-from workers.telemetry import client_interceptors
+from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.paths import DEFAULT_TEMPORAL_ADDRESS
+from sleuth.workers.codec import data_converter
+from sleuth.workers.telemetry import client_interceptors
 
 PLAINTEXT_API_KEY_ENV = "TEMPORAL_ALLOW_PLAINTEXT_API_KEY"
 DEPRECATED_VARIABLES = {
@@ -176,11 +176,11 @@ async def connect(
 ) -> Client:
     """Connect to Temporal as configured (`connect_config`), with Sleuth's data converter.
 
-    Payloads are pydantic JSON, encrypted when a key is configured (`workers.codec`). Pass
+    Payloads are pydantic JSON, encrypted when a key is configured (`sleuth.workers.codec`). Pass
     `plugins=[SleuthPlugin(app)]` to make every `Worker` built on this client serve the App.
     The client (and every worker built on it) traces through OpenTelemetry
-    (`workers.telemetry`); `runtime` is the Temporal runtime to use (a worker's, serving
-    metrics: `workers.telemetry.metrics_runtime`).
+    (`sleuth.workers.telemetry`); `runtime` is the Temporal runtime to use (a worker's, serving
+    metrics: `sleuth.workers.telemetry.metrics_runtime`).
     """
     return await Client.connect(
         **connect_config(address, namespace=namespace),

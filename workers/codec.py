@@ -32,9 +32,9 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
-from sleuth.config import PRIVATE_FILE_MODE, private_file
-from sleuth.errors import SleuthError
-from sleuth.settings import load_settings
+from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.paths import PRIVATE_FILE_MODE, private_file
+from sleuth.runtime.settings import load_settings
 
 KEY_ENV = "SLEUTH_ENCRYPTION_KEY"
 KEY_FILE_ENV = "SLEUTH_ENCRYPTION_KEY_FILE"

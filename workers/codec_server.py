@@ -19,7 +19,7 @@ from typing import Any
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
-from workers.codec import AESGCMCodec, EncryptionKeyError
+from sleuth.workers.codec import AESGCMCodec, EncryptionKeyError
 
 MAX_BODY_BYTES = 16 << 20
 """Largest request body accepted (Temporal's own payload limit is lower)."""

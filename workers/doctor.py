@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Literal
 
 from sleuth.models import llama_build, weights
-from sleuth.redact import redact
-from sleuth.settings import (
+from sleuth.runtime.redact import redact
+from sleuth.runtime.settings import (
     DEFAULT_HOME,
     ENV_PREFIX,
     ENV_VARIABLES,
@@ -28,9 +28,9 @@ from sleuth.settings import (
     SleuthSettings,
     load_settings,
 )
-from workers.binaries import BinaryNotFoundError, temporal_cli
-from workers.client import ConnectionSettingsError, connect_config
-from workers.embedded import (
+from sleuth.workers.binaries import BinaryNotFoundError, temporal_cli
+from sleuth.workers.client import ConnectionSettingsError, connect_config
+from sleuth.workers.embedded import (
     EmbeddedServerError,
     embedded_address,
     port_open,

@@ -27,13 +27,13 @@ from pathlib import Path
 from temporalio.client import Client, Plugin
 from temporalio.runtime import Runtime
 
-from sleuth.config import private_dir, private_file, sleuth_home
-from sleuth.errors import SleuthError
-from sleuth.settings import load_settings
-from workers.binaries import temporal_cli
-from workers.client import connect, connect_config
-from workers.codec import configured_codec
-from workers.search_attributes import dev_server_flags
+from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.paths import private_dir, private_file, sleuth_home
+from sleuth.runtime.settings import load_settings
+from sleuth.workers.binaries import temporal_cli
+from sleuth.workers.client import connect, connect_config
+from sleuth.workers.codec import configured_codec
+from sleuth.workers.search_attributes import dev_server_flags
 
 CONNECT_TIMEOUT_SECONDS = 10.0
 """How long a command waits for a Temporal server that accepts TCP connections to answer."""
@@ -270,7 +270,7 @@ def start_codec_process(settings: ServerSettings, log_path: Path) -> int | None:
             [
                 sys.executable,
                 "-c",
-                "from workers.cli import main; main()",
+                "from sleuth.workers.cli import main; main()",
                 "codec-server",
                 "--port",
                 str(settings.codec_port),
@@ -414,7 +414,7 @@ async def connect_temporal(
     plugins: Sequence[Plugin] = (),
     runtime: Runtime | None = None,
 ) -> Client:
-    """A client (`workers.client.connect`) of a Temporal server that answers, starting the
+    """A client (`sleuth.workers.client.connect`) of a Temporal server that answers, starting the
     embedded one first if needed.
 
     `address` defaults to the configured one (`TEMPORAL_ADDRESS` or the Temporal profile's; else
@@ -422,7 +422,7 @@ async def connect_temporal(
     listens there and it is the embedded address, the dev server is started in the background and
     one line says so on stderr. Any other address that does not answer raises
     `EmbeddedServerError`. `runtime` is the Temporal runtime the client uses (a worker's that
-    serves metrics: `workers.telemetry.metrics_runtime`); `namespace` replaces the configured
+    serves metrics: `sleuth.workers.telemetry.metrics_runtime`); `namespace` replaces the configured
     namespace.
     """
     address = connect_config(address)["target_host"]

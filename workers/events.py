@@ -6,7 +6,7 @@ async for offset, event in follow_events(client, "research-1"):
 ```
 
 The events are those the run's activities and workflow published to its stream (see
-`workflows.streams`), from `from_offset` on; the iterator ends once the run has ended and every
+`sleuth.workflows.streams`), from `from_offset` on; the iterator ends once the run has ended and every
 event it kept was read. It follows the run across continue-as-new.
 """
 
@@ -18,7 +18,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from sleuth.events import STREAM_TOPIC, Event
+from sleuth.runtime.events import STREAM_TOPIC, Event
 
 POLL_COOLDOWN = timedelta(milliseconds=200)
 """The pause between two reads once a follower has caught up (each read is a workflow update)."""

@@ -16,13 +16,14 @@ already use the pydantic data converter.
 Tracing comes with it: the client and its workers carry `temporalio.contrib.opentelemetry`'s
 `TracingInterceptor` (one per client, none added where the client already has one), so a run is
 one trace from the client that starts it through the workflow to each activity (exporters:
-`workers.telemetry`). Further interceptors that should wrap every Sleuth client and worker go in
+`sleuth.workers.telemetry`). Further interceptors that should wrap every Sleuth client and worker go in
 `interceptors=`: client interceptors reach the client, worker interceptors every worker.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pkgutil
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -37,18 +38,36 @@ from temporalio.worker import Interceptor as WorkerInterceptor
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-import workflows as workflow_classes
-from activities import build_activities
-from sleuth.app import App, set_current_app
-from sleuth.errors import SleuthError
-from workers import codec
-from workers.telemetry import has_tracing, with_tracing
+import sleuth.workflows as workflow_classes
+from sleuth.activities import build_activities
+from sleuth.apps.app import App
+from sleuth.runtime.errors import SleuthError
+from sleuth.workers import codec
+from sleuth.workers.telemetry import has_tracing, with_tracing
 
 PLUGIN_NAME = "sleuth.SleuthPlugin"
 HEARTBEAT_THROTTLE_SECONDS = 5.0
 """Longest a worker holds an activity's heartbeat back before sending it to the server."""
-PASSTHROUGH_MODULES = ("sleuth", "activities")
-"""Modules the workflow sandbox shares with the worker instead of re-importing them per run."""
+
+
+def _sdk_modules() -> tuple[str, ...]:
+    """Every part of the `sleuth` namespace but its workflow modules: the SDK, the activities and
+    the worker code. Passing `sleuth` itself through would pass `sleuth.workflows` through too (the
+    sandbox matches by prefix), and a workflow module must be re-imported in the sandbox to be
+    checked there."""
+    import sleuth
+
+    return tuple(
+        f"sleuth.{module.name}"
+        for module in pkgutil.iter_modules(sleuth.__path__)
+        if module.name != "workflows"
+    )
+
+
+PASSTHROUGH_MODULES = _sdk_modules()
+"""Modules the workflow sandbox shares with the worker instead of re-importing them per run: the
+`sleuth` namespace but `sleuth.workflows`, never a name outside it (a user's own `activities`
+module stays sandboxed as the SDK would have it)."""
 FAILURE_EXCEPTION_TYPES: tuple[type[BaseException], ...] = (ValidationError, SleuthError)
 """Raised in workflow code, these fail the run with their message. Otherwise the SDK fails the
 workflow *task*, and the server retries it forever: a workflow input that does not fit its model
@@ -119,9 +138,7 @@ class SleuthPlugin(SimplePlugin):
         return config
 
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Any]:
-        app = self.app
-        set_current_app(app)
-        return [*(existing or []), *build_activities(app)]
+        return [*(existing or []), *build_activities(self.app)]
 
 
 def _sleuth_data_converter(existing: DataConverter | None) -> DataConverter:

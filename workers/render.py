@@ -2,7 +2,7 @@
 stdout, plain text everywhere else.
 
 The commands build their plain output first (tables as rows, the research report as the text
-`workers.cli_research.format_report` writes); this module only decides how it looks. On a
+`sleuth.workers.cli_research.format_report` writes); this module only decides how it looks. On a
 terminal it draws it with `rich`. Pipes, files, CI logs and tests get the plain text unchanged,
 and `--json` never comes here. Cell and report text is never read as rich markup: a value
 holding `[bold]` prints as it is.
@@ -23,7 +23,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from sleuth.errors import InvalidSettingError
+from sleuth.runtime.errors import InvalidSettingError
 
 MARK_STYLES = {"✓": "green", "✗": "red"}
 """How a leading mark in a report line or a table cell is coloured."""

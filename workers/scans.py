@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.scan_models import ScanOutcome, ScanRequest
-from workflows.scan import KnowledgeScanWorkflow
+from sleuth.activities.scan_models import ScanOutcome, ScanRequest
+from sleuth.workflows.scan import KnowledgeScanWorkflow
 
 
 def scan_workflow_id(request: ScanRequest) -> str:

@@ -26,9 +26,9 @@ from temporalio.client import (
     ScheduleState,
 )
 
-from activities.scan_models import ScanRequest
-from sleuth.errors import InvalidSettingError
-from workflows.scan import KnowledgeScanWorkflow
+from sleuth.activities.scan_models import ScanRequest
+from sleuth.runtime.errors import InvalidSettingError
+from sleuth.workflows.scan import KnowledgeScanWorkflow
 
 
 def scan_schedule(

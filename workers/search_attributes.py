@@ -1,4 +1,4 @@
-"""Registering Sleuth's search attributes (`activities.attributes`) on a namespace.
+"""Registering Sleuth's search attributes (`sleuth.activities.attributes`) on a namespace.
 
 The embedded dev server gets them as start flags (`dev_server_flags`); a cluster gets them
 through the operator service (`register_search_attributes`, what `sleuth setup` runs). Temporal
@@ -18,8 +18,8 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.attributes import SLEUTH_ATTRIBUTES, expected_types, type_name
-from sleuth.errors import SleuthError
+from sleuth.activities.attributes import SLEUTH_ATTRIBUTES, expected_types, type_name
+from sleuth.runtime.errors import SleuthError
 
 
 class SearchAttributeSetupError(SleuthError, RuntimeError):

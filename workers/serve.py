@@ -32,14 +32,14 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.agent_models import AgentRequest
-from activities.decompose_models import DecomposeInput
-from activities.errors import unwrap_cause
-from activities.pipeline_models import PipelineInput
-from activities.research_models import ResearchRequest
-from sleuth.review import ReviewDecision
-from sleuth.strict import StrictInput
-from workers.events import follow_events
+from sleuth._util.strict import StrictInput
+from sleuth.activities.agent_models import AgentRequest
+from sleuth.activities.decompose_models import DecomposeInput
+from sleuth.activities.errors import unwrap_cause
+from sleuth.activities.pipeline_models import PipelineInput
+from sleuth.activities.research_models import ResearchRequest
+from sleuth.flows.review import ReviewDecision
+from sleuth.workers.events import follow_events
 
 WORKFLOW_INPUTS: dict[str, type[BaseModel]] = {
     "ResearchWorkflow": ResearchRequest,

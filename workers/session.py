@@ -28,11 +28,11 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from sleuth.app import App, load_app
-from sleuth.settings import DEFAULT_TASK_QUEUE, load_settings
-from workers.embedded import connect_temporal
-from workers.plugin import SleuthPlugin
-from workers.worker import build_worker
+from sleuth.apps.app import App, load_app
+from sleuth.runtime.settings import DEFAULT_TASK_QUEUE, load_settings
+from sleuth.workers.embedded import connect_temporal
+from sleuth.workers.plugin import SleuthPlugin
+from sleuth.workers.worker import build_worker
 
 POLLER_FRESHNESS_SECONDS = 90.0
 """A poller seen within this long counts as a live worker. Idle workers re-poll at least once a
@@ -123,6 +123,16 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def cli_app(target: str | App | None) -> App:
+    """The App a command serves: `--app module:attr` (imported from the working directory
+    first), or the built-in demo app when no `--app` is given."""
+    if target is None:
+        from sleuth.apps.demo import build_demo_app
+
+        return build_demo_app()
+    return load_app(target)
+
+
 @contextlib.asynccontextmanager
 async def open_session(
     app_target: str | App | None,
@@ -138,7 +148,7 @@ async def open_session(
     `need_worker=True` and no worker polling that queue, a worker for the App runs in this process
     on the session's client until the session ends, and one line on stderr says so.
     """
-    source = app_target if isinstance(app_target, App) else functools.partial(load_app, app_target)
+    source = app_target if isinstance(app_target, App) else functools.partial(cli_app, app_target)
     plugin = SleuthPlugin(source)
     client = await connect_temporal(address, plugins=[plugin])
     queue = known_task_queue(task_queue, app_target) or plugin.app.task_queue

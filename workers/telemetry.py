@@ -4,7 +4,7 @@ variables, Temporal's tracing interceptor, and a Prometheus endpoint on request.
 Tracing: every client Sleuth connects carries `temporalio.contrib.opentelemetry`'s
 `TracingInterceptor`, and workers built from it inherit it, so a run is one trace from the
 client that started it through the workflow to each activity, where Sleuth's own spans (research
-nodes, model calls, tool calls: `sleuth.telemetry`) nest. `configure_tracing()` (the `sleuth`
+nodes, model calls, tool calls: `sleuth.runtime.telemetry`) nest. `configure_tracing()` (the `sleuth`
 command calls it) installs a tracer provider when the environment asks for one:
 
 | variable | meaning |
@@ -19,8 +19,8 @@ The exporters read their own standard variables (headers, timeouts, certificates
 
 Metrics: `SLEUTH_METRICS_PORT` makes `sleuth worker` serve Prometheus metrics at
 `http://$SLEUTH_METRICS_HOST:$SLEUTH_METRICS_PORT/metrics` (host default 127.0.0.1; set
-`0.0.0.0` in a container): the Temporal SDK's own, plus Sleuth's (`workflows.metrics`). Both are
-fields of `sleuth.settings.SleuthSettings`, validated with the other `SLEUTH_*` settings.
+`0.0.0.0` in a container): the Temporal SDK's own, plus Sleuth's (`sleuth.workflows.metrics`). Both are
+fields of `sleuth.runtime.settings.SleuthSettings`, validated with the other `SLEUTH_*` settings.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from temporalio.client import Interceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from sleuth.errors import InvalidSettingError
-from sleuth.settings import SleuthSettings, load_settings
-from workflows.metrics import HISTOGRAM_BUCKETS
+from sleuth.runtime.errors import InvalidSettingError
+from sleuth.runtime.settings import SleuthSettings, load_settings
+from sleuth.workflows.metrics import HISTOGRAM_BUCKETS
 
 DEFAULT_SERVICE_NAME = "sleuth"
 _EXPORTERS = ("otlp", "console", "none")
@@ -151,7 +151,7 @@ def _exporter(name: str, env: Mapping[str, str]) -> SpanExporter:
 
 def metrics_address(settings: SleuthSettings | None = None) -> str | None:
     """`host:port` of the Prometheus endpoint `SLEUTH_METRICS_PORT` asks for (None: none), from
-    `settings` (default: the environment's, `sleuth.settings.load_settings`)."""
+    `settings` (default: the environment's, `sleuth.runtime.settings.load_settings`)."""
     settings = settings or load_settings()
     if settings.metrics_port is None:
         return None

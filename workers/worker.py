@@ -8,10 +8,10 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from sleuth.app import App
-from sleuth.errors import InvalidSettingError
-from sleuth.settings import SleuthSettings, env_name, load_settings
-from workers.plugin import SleuthPlugin, client_plugin
+from sleuth.apps.app import App
+from sleuth.runtime.errors import InvalidSettingError
+from sleuth.runtime.settings import SleuthSettings, env_name, load_settings
+from sleuth.workers.plugin import SleuthPlugin, client_plugin
 
 WORKER_SETTINGS = (
     "max_concurrent_activities",

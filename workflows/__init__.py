@@ -1,6 +1,6 @@
 """Deterministic Temporal workflows (sandbox-safe: no I/O, no clocks). Import classes from here.
 
-The classes load on first use (PEP 562), so a process that needs only `workflows.metrics` (the
+The classes load on first use (PEP 562), so a process that needs only `sleuth.workflows.metrics` (the
 CLI, through its telemetry set-up) does not import every workflow and activity module.
 """
 
@@ -10,20 +10,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workflows.agent import AgentWorkflow
-    from workflows.decompose import DecomposeWorkflow
-    from workflows.pipeline import PipelineWorkflow
-    from workflows.research import ResearchWorkflow
-    from workflows.scan import KnowledgeScanWorkflow
+    from sleuth.workflows.agent import AgentWorkflow
+    from sleuth.workflows.decompose import DecomposeWorkflow
+    from sleuth.workflows.pipeline import PipelineWorkflow
+    from sleuth.workflows.research import ResearchWorkflow
+    from sleuth.workflows.scan import KnowledgeScanWorkflow
 
     ALL_WORKFLOWS: list[Any]
 
 _CLASSES = {
-    "ResearchWorkflow": "workflows.research",
-    "KnowledgeScanWorkflow": "workflows.scan",
-    "DecomposeWorkflow": "workflows.decompose",
-    "PipelineWorkflow": "workflows.pipeline",
-    "AgentWorkflow": "workflows.agent",
+    "ResearchWorkflow": "sleuth.workflows.research",
+    "KnowledgeScanWorkflow": "sleuth.workflows.scan",
+    "DecomposeWorkflow": "sleuth.workflows.decompose",
+    "PipelineWorkflow": "sleuth.workflows.pipeline",
+    "AgentWorkflow": "sleuth.workflows.agent",
 }
 
 __all__ = [

@@ -14,11 +14,11 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
-from workflows.streams import publish, state_for_continue
+from sleuth.workflows.streams import publish, state_for_continue
 
 with workflow.unsafe.imports_passed_through():
-    from activities.agent import AgentActivities
-    from activities.agent_models import (
+    from sleuth.activities.agent import AgentActivities
+    from sleuth.activities.agent_models import (
         AgentOutcome,
         AgentProgress,
         AgentRequest,
@@ -29,10 +29,10 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
         StepOutput,
     )
-    from sleuth.review import PendingReview, ReviewDecision, ReviewRecord, record_of
+    from sleuth.flows.review import PendingReview, ReviewDecision, ReviewRecord, record_of
 
-from workflows import attributes, metrics
-from workflows.review import REVIEW_STATES, ReviewGate
+from sleuth.workflows import attributes, metrics
+from sleuth.workflows.review import REVIEW_STATES, ReviewGate
 
 _ACTIVITIES = {
     "model": AgentActivities.model_turn,

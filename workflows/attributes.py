@@ -1,4 +1,4 @@
-"""Setting Sleuth's search attributes from a workflow (the keys: `activities.attributes`).
+"""Setting Sleuth's search attributes from a workflow (the keys: `sleuth.activities.attributes`).
 
 A workflow first asks which are registered (the `sleuth.search_attributes` activity, recorded in
 its history) and upserts only those, so a namespace without them never stalls a run; it only
@@ -15,7 +15,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
-    from activities.attributes import (
+    from sleuth.activities.attributes import (
         COST_USD,
         END_REASON,
         GROUNDED,

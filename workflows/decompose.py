@@ -5,7 +5,7 @@ one activity decides; a split starts one child `DecomposeWorkflow` per subtask, 
 agent's `max_fan_out` at once, each with its share of the tree's budget (`BudgetPool`: what a
 child did not use flows back to later ones); the results go into the digest and a synthesis
 activity answers. The control flow is the in-process decomposer's own
-(`sleuth.decompose_flow.drive_node` over `next_decompose_step`); this module only says how each
+(`sleuth.flows.decompose_flow.drive_node` over `next_decompose_step`); this module only says how each
 step runs durably. The `tree` query returns the tree so far; the memo shows the counters.
 """
 
@@ -19,8 +19,9 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
 
 with workflow.unsafe.imports_passed_through():
-    from activities.decompose import DecomposeActivities
-    from activities.decompose_models import (
+    from sleuth._util.text import preview
+    from sleuth.activities.decompose import DecomposeActivities
+    from sleuth.activities.decompose_models import (
         AgentSettingsInput,
         DecideInput,
         DecomposeConfig,
@@ -30,10 +31,9 @@ with workflow.unsafe.imports_passed_through():
         SubtaskResult,
         SynthesizeInput,
     )
-    from sleuth import decompose_flow as flow
-    from sleuth.budget import Budget
-    from sleuth.decompose import effective_max_depth
-    from sleuth.text import preview
+    from sleuth.flows import decompose_flow as flow
+    from sleuth.flows.decompose import effective_max_depth
+    from sleuth.usage.budget import Budget
 
 
 @workflow.defn

@@ -1,7 +1,7 @@
 """Sleuth's own metrics, recorded by workflows through `workflow.metric_meter()` (replay-safe:
 nothing is recorded while a history replays). A worker started with `SLEUTH_METRICS_PORT`
 exports them with the Temporal SDK's metrics on one Prometheus endpoint
-(`workers.telemetry.metrics_runtime`).
+(`sleuth.workers.telemetry.metrics_runtime`).
 
 | metric | kind | labels |
 | --- | --- | --- |

@@ -2,7 +2,7 @@
 
 Input `{"pipeline": "report", "task": "..."}`. The workflow reads the pipeline's shape from the
 worker's App, then drives the same control flow as the in-process pipeline
-(`sleuth.pipeline_flow.drive_pipeline`: same prompts, same merge, same stop): stages one after
+(`sleuth.flows.pipeline.drive_pipeline`: same prompts, same merge, same stop): stages one after
 another, parallel branches at once, a loop until its condition or `max_loops`. This module only
 says how a step runs durably: an agent stage is an activity, a nested pipeline — inline, or a
 stage naming another registered pipeline — is a child `PipelineWorkflow`, a loop condition is an
@@ -19,9 +19,10 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.errors import unwrap_cause
-    from activities.pipeline import PipelineActivities
-    from activities.pipeline_models import (
+    from sleuth._util.text import preview
+    from sleuth.activities.errors import unwrap_cause
+    from sleuth.activities.pipeline import PipelineActivities
+    from sleuth.activities.pipeline_models import (
         ConditionInput,
         DescribeInput,
         PipelineConfig,
@@ -30,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         PipelineSpec,
         StageInput,
     )
-    from sleuth.pipeline_flow import (
+    from sleuth.flows.pipeline import (
         CheckCondition,
         PipelineResult,
         PipelineRun,
@@ -39,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
         drive_pipeline,
         stage_failure,
     )
-    from sleuth.text import preview
 
 
 @workflow.defn

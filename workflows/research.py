@@ -10,7 +10,7 @@ Past its history budget it continues as new, carrying the state reference and th
 When `next_node` says `review`, the run waits durably for its `review` Update (a
 `ReviewDecision`); the `pending_review` Query shows what waits, the memo says "awaiting review"
 and the `SleuthReviewState` search attribute is `awaiting`. Counters, score, tokens and cost are
-upserted as search attributes as the run goes (see `workflows.attributes`).
+upserted as search attributes as the run goes (see `sleuth.workflows.attributes`).
 
 The plan node came later than the others: runs started before it (no `research-plan` marker in
 their history) go straight to execute, so their histories still replay.
@@ -22,11 +22,11 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.streams import publish, state_for_continue
+from sleuth.workflows.streams import publish, state_for_continue
 
 with workflow.unsafe.imports_passed_through():
-    from activities.research import ResearchActivities
-    from activities.research_models import (
+    from sleuth.activities.research import ResearchActivities
+    from sleuth.activities.research_models import (
         FinishInput,
         FinishOutput,
         NodeInput,
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ResearchResume,
         ReviewSubjectInput,
     )
+    from sleuth.flows.review import PendingReview, ReviewDecision, record_of
     from sleuth.research import (
         Node,
         ResearchDigest,
@@ -48,10 +49,9 @@ with workflow.unsafe.imports_passed_through():
         review_point,
         revise_refusal,
     )
-    from sleuth.review import PendingReview, ReviewDecision, record_of
 
-from workflows import attributes, metrics
-from workflows.review import REVIEW_STATES, ReviewGate
+from sleuth.workflows import attributes, metrics
+from sleuth.workflows.review import REVIEW_STATES, ReviewGate
 
 PLAN_PATCH = "research-plan"
 """The patch marker of the plan node (see the module docstring)."""

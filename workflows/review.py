@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from sleuth.review import (
+    from sleuth.flows.review import (
         ApprovalTimeoutAction,
         PendingReview,
         ReviewDecision,

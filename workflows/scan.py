@@ -20,9 +20,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.errors import unwrap_cause
-    from activities.scan import ScanActivities
-    from activities.scan_models import (
+    from sleuth.activities.errors import unwrap_cause
+    from sleuth.activities.scan import ScanActivities
+    from sleuth.activities.scan_models import (
         ERROR_TEXT_LIMIT,
         FAILED_LIST_LIMIT,
         ItemFailure,
@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
         ScanRequest,
         check_scan_id,
     )
-    from sleuth.knowledge import ItemRef
+    from sleuth.scans.knowledge import ItemRef
 
 
 @workflow.defn(name="KnowledgeScanWorkflow")

@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 with workflow.unsafe.imports_passed_through():
-    from sleuth.events import STREAM_TOPIC, Event
+    from sleuth.runtime.events import STREAM_TOPIC, Event
 KEEP_ON_CONTINUE = 200
 """Events a run hands to its continuation (older ones are dropped: followers read them already,
 or read the outcome)."""

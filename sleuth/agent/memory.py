@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sleuth.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
-from sleuth.strict import StrictInput
+from sleuth._util.strict import StrictInput
+from sleuth.runtime.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
 
 MAX_ENTRY_CHARS = 2_000
 """Longest task or answer kept in one memory entry (longer ones are cut)."""

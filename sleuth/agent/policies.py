@@ -13,9 +13,9 @@ import jsonschema
 import re2
 from pydantic import Field, field_validator
 
-from sleuth.errors import SleuthError
-from sleuth.limits import UsageLimits
-from sleuth.strict import StrictInput
+from sleuth._util.strict import StrictInput
+from sleuth.runtime.errors import SleuthError
+from sleuth.usage.limits import UsageLimits
 
 MAX_TOOL_ATTEMPTS = 10
 """Most attempts `tool_retry` allows for one tool call."""
@@ -125,7 +125,7 @@ class Governance(StrictInput):
     """Tokens (input plus output) one run may spend; once spent, the run ends with
     `stop_reason="spend_cap"` and what it found so far."""
     max_cost_usd_per_run: float | None = Field(default=None, gt=0, le=MAX_COST_USD_PER_RUN)
-    """USD one run may spend at its model's price (`sleuth.pricing`; more than 0, at most
+    """USD one run may spend at its model's price (`sleuth.usage.pricing`; more than 0, at most
     100,000), including what tools charge. It is `UsageLimits.max_cost_usd` for the run:
     checked before each model request, each answer capped at the output tokens the dollars left
     buy. A request that no longer fits ends the run with `stop_reason="spend_cap"` and what it

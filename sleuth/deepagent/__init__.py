@@ -1,6 +1,6 @@
 """Deep agents: `create_deepagent` and its capability layers (files, todos, subagents, memory,
 summarisation, datastores), and the scan types the seed pages import from here
-(`KnowledgeProvider`, `KnowledgeRow`, `ItemRef`, the same objects as `sleuth.knowledge`)."""
+(`KnowledgeProvider`, `KnowledgeRow`, `ItemRef`, the same objects as `sleuth.scans.knowledge`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from sleuth.deepagent.memory import load_memory
 from sleuth.deepagent.subagents import TASK_TOOL_NAME, SubAgentDef, SubagentTool
 from sleuth.deepagent.summarize import SummarizingManager
 from sleuth.deepagent.todos import Todo, TodoState, todo_tools
-from sleuth.knowledge import ItemRef, KnowledgeProvider, KnowledgeRow
+from sleuth.scans.knowledge import ItemRef, KnowledgeProvider, KnowledgeRow
 
 __all__ = [
     "TASK_TOOL_NAME",

@@ -9,19 +9,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from sleuth.agent import Agent, GroundingSettings
+from sleuth.agent.termination import Condition, ConfidenceMet, TokenLimit, ToolCalled
 from sleuth.deepagent.fs import Backend, StateBackend, filesystem_tools
 from sleuth.deepagent.memory import load_memory
 from sleuth.deepagent.subagents import SubAgentDef, SubagentTool
 from sleuth.deepagent.summarize import SummarizingManager
 from sleuth.deepagent.todos import TodoState, todo_tools
-from sleuth.errors import InvalidSettingError, UnsupportedArgumentError
-from sleuth.limits import UsageLimits
+from sleuth.flows.review import ApprovalPolicy
 from sleuth.models import resolve
 from sleuth.models.base import Model
 from sleuth.rag.tools import wire_datastores
-from sleuth.review import ApprovalPolicy
-from sleuth.termination import Condition, ConfidenceMet, TokenLimit, ToolCalled
+from sleuth.runtime.errors import InvalidSettingError, UnsupportedArgumentError
 from sleuth.tools import Tool
+from sleuth.usage.limits import UsageLimits
 
 FILESYSTEM_GUIDE = (
     "You have a private workspace for notes and drafts: write_file, read_file, edit_file, ls, "

@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import re2
 
-from sleuth.errors import SleuthError
-from sleuth.events import emit
+from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.events import emit
 from sleuth.tools import Tool
 
 MAX_GREP_MATCHES = 100

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sleuth.agent import Agent
-from sleuth.errors import InvalidSettingError, SleuthError
-from sleuth.events import emit
-from sleuth.limits import UsageAccount
+from sleuth.agent.state import LoopState
 from sleuth.models import resolve
 from sleuth.models.base import Model
-from sleuth.state import LoopState
+from sleuth.runtime.errors import InvalidSettingError, SleuthError
+from sleuth.runtime.events import emit
 from sleuth.tools import Tool
+from sleuth.usage.limits import UsageAccount
 
 TASK_TOOL_NAME = "task"
 

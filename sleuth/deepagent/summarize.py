@@ -8,11 +8,11 @@ when needed so an assistant's tool call and its results are never split.
 
 from __future__ import annotations
 
-from sleuth.errors import InvalidSettingError
-from sleuth.events import emit
-from sleuth.limits import UsageAccount
 from sleuth.models.base import Message, Model
-from sleuth.telemetry import model_request
+from sleuth.runtime.errors import InvalidSettingError
+from sleuth.runtime.events import emit
+from sleuth.runtime.telemetry import model_request
+from sleuth.usage.limits import UsageAccount
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 SUMMARY_INSTRUCTIONS = (

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from sleuth.events import emit
+from sleuth.runtime.events import emit
 from sleuth.tools import Tool
 
 TodoStatus = Literal["pending", "in_progress", "completed"]

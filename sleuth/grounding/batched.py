@@ -15,10 +15,10 @@ import json
 import re
 from typing import Any, Literal
 
+from sleuth.agent.state import EvidenceItem
 from sleuth.grounding.claims import CITATION, content_words
 from sleuth.grounding.verdicts import ClaimVerdict, GroundingReport
 from sleuth.models.base import Message, Model, OutputSchema
-from sleuth.state import EvidenceItem
 
 
 def number_evidence(evidence: list[EvidenceItem], *, max_chars_per_item: int = 1500) -> str:

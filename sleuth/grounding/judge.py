@@ -19,6 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
+from sleuth.agent.state import EvidenceItem
 from sleuth.grounding.calibration import Calibration, calibration_for
 from sleuth.grounding.checks import CheckReport, content_stems, run_checks
 from sleuth.grounding.passages import (
@@ -46,7 +47,6 @@ from sleuth.grounding.verdicts import (
 )
 from sleuth.models.base import Message, Model
 from sleuth.rag.embeddings import Embedder
-from sleuth.state import EvidenceItem
 
 PASSAGES_PER_CLAIM = 3
 NO_EVIDENCE = "no evidence: no passage of the evidence shares anything with the claim"

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from sleuth.agent.state import EvidenceItem
 from sleuth.grounding.claims import CITATION
 from sleuth.rag.text import unit_rows, words
-from sleuth.state import EvidenceItem
 
 MAX_PASSAGE_CHARS = 400
 """Passages are a few sentences: short enough that a small judge reads the claim's facts next to

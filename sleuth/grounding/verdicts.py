@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from sleuth.record import Record
+from sleuth._util.record import Record
 
 Method = Literal["llm", "lexical", "mixed", "none", "logprobs", "verdict", "checks"]
 """How claims were scored. The batched judge: `llm`, `lexical` (no judge, or its answer did not

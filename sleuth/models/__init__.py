@@ -17,7 +17,7 @@ from sleuth.models.base import (
     Usage,
 )
 from sleuth.models.scripted import ModelCall, ScriptedModel, UnscriptedCallError
-from sleuth.settings import DEFAULT_MODEL, load_settings
+from sleuth.runtime.settings import DEFAULT_MODEL, load_settings
 
 PROVIDERS = ("openai", "anthropic", "local")
 

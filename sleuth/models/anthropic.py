@@ -35,7 +35,7 @@ from sleuth.models.base import (
     Usage,
     request_timeout,
 )
-from sleuth.redact import redact
+from sleuth.runtime.redact import redact
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
@@ -53,7 +53,7 @@ class AnthropicModel:
     """
 
     provider = "anthropic"
-    """Prices are looked up as `anthropic:<name>` (`sleuth.pricing`)."""
+    """Prices are looked up as `anthropic:<name>` (`sleuth.usage.pricing`)."""
 
     def __init__(
         self,

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from sleuth.errors import SleuthError
+from sleuth.runtime.errors import SleuthError
 
 if TYPE_CHECKING:
-    from sleuth.settings import SleuthSettings
+    from sleuth.runtime.settings import SleuthSettings
 
 
 class ToolCall(BaseModel):
@@ -76,7 +76,7 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
-    """What the tokens cost in USD at the model's price (`sleuth.pricing`); 0 for local models."""
+    """What the tokens cost in USD at the model's price (`sleuth.usage.pricing`); 0 for local models."""
 
     @property
     def total_tokens(self) -> int:
@@ -146,7 +146,7 @@ class NonRetryableModelError(ModelError):
 def model_settings() -> SleuthSettings:
     """Sleuth's settings, read now, for a model adapter: a bad value is a NonRetryableModelError
     naming the variable (no retry can fix it)."""
-    from sleuth.settings import SettingsError, load_settings
+    from sleuth.runtime.settings import SettingsError, load_settings
 
     try:
         return load_settings()

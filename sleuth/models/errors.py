@@ -5,7 +5,7 @@ headers and the decoded error body). Temporal owns retries, so the decision made
 408/409/429/5xx, timeouts and connection failures are worth retrying (after `Retry-After` when the
 provider sends one); any other 4xx means the request itself is wrong.
 
-Every message built here is redacted (`sleuth.redact`, plus the adapter's own key): providers and
+Every message built here is redacted (`sleuth.runtime.redact`, plus the adapter's own key): providers and
 gateways echo keys and tokens in error bodies, and these messages end up in workflow histories,
 failure rows and terminal output.
 """
@@ -18,7 +18,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from sleuth.models.base import ModelError, NonRetryableModelError, RetryableModelError
-from sleuth.redact import redact
+from sleuth.runtime.redact import redact
 
 RETRYABLE_STATUS_CODES = frozenset({408, 409, 429})
 

@@ -2,7 +2,7 @@
 
 pip builds llama-cpp-python from source. The README's commands, `.ci/run`, the comment on the
 `local` extra in pyproject.toml and the install hint of `LocalModel` all use `CMAKE_ARGS` below;
-tests/test_llama_build.py checks every one of them against it.
+tests/models/test_llama_build.py checks every one of them against it.
 
 - Portable CPU flags: `GGML_NATIVE=OFF` plus the x86-64-v3 features most CPUs of the last decade
   have (AVX, AVX2, FMA, F16C, BMI2). A native build can use instructions (AMX, AVX-512) that other

@@ -50,8 +50,6 @@ from typing import Any, assert_never
 
 import numpy as np
 
-from sleuth.errors import SleuthError
-from sleuth.log import get_logger
 from sleuth.models import llama_build, weights
 from sleuth.models.base import (
     Message,
@@ -65,6 +63,8 @@ from sleuth.models.base import (
     model_settings,
 )
 from sleuth.models.toolcalls import parse_tool_calls
+from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.log import get_logger
 
 log = get_logger(__name__)
 
@@ -378,7 +378,7 @@ class LocalModel:
     """A GGUF model run in this process by llama.cpp; see the module docstring."""
 
     provider = "local"
-    """Local models cost nothing (`sleuth.pricing`)."""
+    """Local models cost nothing (`sleuth.usage.pricing`)."""
 
     def __init__(
         self,

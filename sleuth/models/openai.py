@@ -73,7 +73,7 @@ from sleuth.models.openai_schema import (
     with_instruction,
 )
 from sleuth.models.toolcalls import intended_tool, parse_tool_calls
-from sleuth.redact import redact
+from sleuth.runtime.redact import redact
 
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -118,7 +118,7 @@ class OpenAIModel:
     """
 
     provider = "openai"
-    """Prices are looked up as `openai:<name>` (`sleuth.pricing`)."""
+    """Prices are looked up as `openai:<name>` (`sleuth.usage.pricing`)."""
 
     def __init__(
         self,

@@ -15,11 +15,11 @@ import re
 import threading
 from typing import Literal, get_args
 
-from sleuth.log import get_logger
+from sleuth._util.text import preview
 from sleuth.models.base import NonRetryableModelError, model_settings
-from sleuth.redact import redact
-from sleuth.settings import StructuredOutputSetting
-from sleuth.text import preview
+from sleuth.runtime.log import get_logger
+from sleuth.runtime.redact import redact
+from sleuth.runtime.settings import StructuredOutputSetting
 
 log = get_logger(__name__)
 

@@ -17,8 +17,8 @@ import json
 import re
 from typing import Any
 
-from sleuth.errors import SleuthError
 from sleuth.models.base import Message, OutputSchema
+from sleuth.runtime.errors import SleuthError
 
 _STRICT_KEYWORDS = frozenset(
     {

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sleuth.errors import SleuthError
 from sleuth.models.base import (
     Message,
     ModelResponse,
@@ -22,6 +21,7 @@ from sleuth.models.base import (
     ToolSpec,
     Usage,
 )
+from sleuth.runtime.errors import SleuthError
 
 
 @dataclass
@@ -130,7 +130,7 @@ class ScriptedModel:
     """A model that plays back `turns` in order, or asks `responder` for each answer."""
 
     provider: ClassVar[str] = "scripted"
-    """Scripted models cost nothing unless a test sets a price (`sleuth.pricing.set_prices`)."""
+    """Scripted models cost nothing unless a test sets a price (`sleuth.usage.pricing.set_prices`)."""
 
     turns: list[Turn] = field(default_factory=list)
     responder: Responder | None = None

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sleuth.config import sleuth_home
 from sleuth.models.base import NonRetryableModelError
-from sleuth.settings import load_settings
+from sleuth.runtime.paths import sleuth_home
+from sleuth.runtime.settings import load_settings
 
 GGUF_MAGIC = b"GGUF"
 _CHUNK = 4 * 1024 * 1024

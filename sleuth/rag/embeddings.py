@@ -14,9 +14,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from sleuth.errors import InvalidSettingError
 from sleuth.models.base import NonRetryableModelError, RetryableModelError
-from sleuth.redact import redact
+from sleuth.runtime.errors import InvalidSettingError
+from sleuth.runtime.redact import redact
 
 _RETRYABLE_STATUS = {408, 409, 429}
 

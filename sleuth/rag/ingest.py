@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from sleuth.errors import InvalidSettingError, SleuthError
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.stores.base import BaseVectorStore, Document
+from sleuth.runtime.errors import InvalidSettingError, SleuthError
 
 TEXT_SUFFIXES = {".txt", ".text", ".md", ".markdown", ".rst"}
 HTML_SUFFIXES = {".html", ".htm"}

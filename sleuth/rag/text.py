@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sleuth.errors import InvalidSettingError
+from sleuth.runtime.errors import InvalidSettingError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

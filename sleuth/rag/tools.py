@@ -10,8 +10,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from sleuth.errors import InvalidSettingError
 from sleuth.rag.types import RetrievedChunk
+from sleuth.runtime.errors import InvalidSettingError
 from sleuth.tools import Tool
 
 

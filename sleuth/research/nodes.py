@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from sleuth._util.jsontext import json_from_text, truncated_json_object
+from sleuth.agent.state import LoopState
 from sleuth.grounding import ground_claims, split_claims
 from sleuth.grounding.judge import failure_reason
 from sleuth.grounding.scoring import JUDGE_SYSTEM, QUOTE_SYSTEM
-from sleuth.jsontext import json_from_text, truncated_json_object
-from sleuth.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
 from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolSpec, Usage
-from sleuth.pricing import require_price
 from sleuth.research.citations import (
     drop_invented_citations,
     drop_invented_in,
@@ -45,9 +44,10 @@ from sleuth.research.report import dedupe_findings, dedupe_text_lists, report_te
 from sleuth.research.requote import requoted
 from sleuth.research.router import Node
 from sleuth.research.state import ClaimRecord, ResearchState
-from sleuth.state import LoopState
-from sleuth.telemetry import model_request
+from sleuth.runtime.telemetry import model_request
 from sleuth.tools import validation_problems
+from sleuth.usage.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
+from sleuth.usage.pricing import require_price
 
 if TYPE_CHECKING:
     from sleuth.research.spec import DatastoreSource, ResearchSpec

@@ -13,6 +13,9 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from sleuth._util.jsontext import json_from_text
+from sleuth.agent.state import EvidenceItem, LoopState
+from sleuth.agent.termination import CustomCondition
 from sleuth.grounding import content_words
 from sleuth.grounding.passages import (
     PassageIndex,
@@ -20,12 +23,9 @@ from sleuth.grounding.passages import (
     split_passages,
     text_key,
 )
-from sleuth.jsontext import json_from_text
 from sleuth.models.base import Message, Model
 from sleuth.research.report import normalise
 from sleuth.research.state import CoveragePassage, ResearchState, SubQuestionCoverage
-from sleuth.state import EvidenceItem, LoopState
-from sleuth.termination import CustomCondition
 
 if TYPE_CHECKING:
     from sleuth.research.spec import ResearchSpec

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from sleuth.flows.review import ReviewRecord
 from sleuth.grounding.passages import text_key
 from sleuth.research.router import EndReason, Node
 from sleuth.research.state import (
@@ -22,7 +23,6 @@ from sleuth.research.state import (
     ResearchState,
     SubQuestionCoverage,
 )
-from sleuth.review import ReviewRecord
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
@@ -112,7 +112,7 @@ class ResearchReport(Record):
     `budget_exhausted` (the cost budget was spent)."""
     usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float = 0.0
-    """What the run's model calls cost in USD at the models' prices (`sleuth.pricing`)."""
+    """What the run's model calls cost in USD at the models' prices (`sleuth.usage.pricing`)."""
     max_cost_usd: float | None = None
     """The run's cost budget (None: it had none)."""
     revision_count: int = 0

@@ -12,11 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sleuth.events import emit
-from sleuth.research.nodes import grounded_text
-from sleuth.research.router import Node, record_review, review_point, revise_refusal
-from sleuth.research.state import ResearchState
-from sleuth.review import (
+from sleuth._util.text import preview
+from sleuth.flows.review import (
     PendingReview,
     ReviewCallback,
     ReviewRecord,
@@ -25,7 +22,10 @@ from sleuth.review import (
     record_of,
     utc_now,
 )
-from sleuth.text import preview
+from sleuth.research.nodes import grounded_text
+from sleuth.research.router import Node, record_review, review_point, revise_refusal
+from sleuth.research.state import ResearchState
+from sleuth.runtime.events import emit
 
 SUMMARY_CHARS = 8_000
 """The most summary text a pending review carries (it is part of the workflow's history)."""

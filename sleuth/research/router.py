@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
-from sleuth.review import MAX_REVISIONS, ReviewPoint, ReviewSettings, Verdict
+from sleuth.flows.review import MAX_REVISIONS, ReviewPoint, ReviewSettings, Verdict
 
 
 class Node(StrEnum):

@@ -18,13 +18,13 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from sleuth._util.strict import StrictInput
 from sleuth.agent import Agent
-from sleuth.errors import InvalidSettingError
-from sleuth.events import emit
-from sleuth.limits import UsageLimits
+from sleuth.agent.state import LoopState
+from sleuth.agent.termination import Condition
+from sleuth.flows.review import ReviewError, ReviewPolicy, ReviewSettings
 from sleuth.models import resolve
 from sleuth.models.base import Model, OutputSchema
-from sleuth.pricing import require_price
 from sleuth.rag.embeddings import Embedder
 from sleuth.rag.tools import wire_datastores
 from sleuth.research.nodes import (
@@ -51,12 +51,12 @@ from sleuth.research.router import (
     unknown_node,
 )
 from sleuth.research.state import ResearchState
-from sleuth.review import ReviewError, ReviewPolicy, ReviewSettings
-from sleuth.state import LoopState
-from sleuth.strict import StrictInput
-from sleuth.telemetry import span
-from sleuth.termination import Condition
+from sleuth.runtime.errors import InvalidSettingError
+from sleuth.runtime.events import emit
+from sleuth.runtime.telemetry import span
 from sleuth.tools import Tool
+from sleuth.usage.limits import UsageLimits
+from sleuth.usage.pricing import require_price
 
 T = TypeVar("T")
 Regenerate = Literal["requote", "rewrite"]
@@ -126,7 +126,7 @@ class RoundJournal(Protocol):
     """Where `ResearchSpec.execute` keeps its execute rounds so that a retried attempt resumes
     there: the state a later round starts from (entry `research`), the loop's checkpoints within
     a round (`loop`), and the state the round ends with. A knowledge scan passes its activity's
-    checkpoint journal (`activities.checkpoints.Journal`); the other nodes are model calls only
+    checkpoint journal (`sleuth.activities.checkpoints.Journal`); the other nodes are model calls only
     and simply run again after a crash."""
 
     def get(self, key: str, model: type[ModelT]) -> ModelT | None:
@@ -487,7 +487,7 @@ class ResearchSpec:
         datastores = self.datastores
         if datastores is not None and not isinstance(datastores, Mapping):
             if app is None:
-                from sleuth.app import current_app
+                from sleuth.apps.app import current_app
 
                 app = current_app()
             datastores = app.datastore_configs(list(datastores))
@@ -561,8 +561,8 @@ def create_research_workflow(
     `["replan_count"]` (or the same as attributes).
 
     `review=ReviewPolicy(points=["plan", "summary"], timeout_seconds=..., on_timeout=...,
-    callback=...)` pauses runs for a person (see `sleuth.review`); `max_cost_usd` is each run's
-    cost budget in USD at the models' prices (`sleuth.pricing`), enforced before every model
+    callback=...)` pauses runs for a person (see `sleuth.flows.review`); `max_cost_usd` is each run's
+    cost budget in USD at the models' prices (`sleuth.usage.pricing`), enforced before every model
     request like the token limits of `UsageLimits`.
     """
     return ResearchSpec(

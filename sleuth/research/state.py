@@ -11,12 +11,12 @@ from typing import Any
 
 from pydantic import Field
 
+from sleuth._util.record import Record
+from sleuth.agent.state import EvidenceItem
+from sleuth.flows.review import ReviewRecord
 from sleuth.grounding.verdicts import Citation, JudgeAnswer
 from sleuth.models.base import Usage
-from sleuth.record import Record
 from sleuth.research.router import EndReason, Node, ResearchDigest
-from sleuth.review import ReviewRecord
-from sleuth.state import EvidenceItem
 
 __all__ = [
     "Citation",

@@ -1,1 +1,0 @@
-"""Small App modules that tests load by `--app` target."""

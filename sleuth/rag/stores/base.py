@@ -28,9 +28,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sleuth.errors import SleuthError
 from sleuth.rag.tools import coerce_number
 from sleuth.rag.types import RetrievedChunk
+from sleuth.runtime.errors import SleuthError
 
 Where = Mapping[str, Any]
 

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sleuth.config import sleuth_home
-from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -40,6 +38,8 @@ from sleuth.rag.stores.base import (
 )
 from sleuth.rag.text import bm25_scores, query_words, words
 from sleuth.rag.types import RetrievedChunk
+from sleuth.runtime.errors import MissingExtraError
+from sleuth.runtime.paths import sleuth_home
 
 AUTH_TOKEN_ENV = "CHROMA_AUTH_TOKEN"
 DEFAULT_EF_SEARCH = 200

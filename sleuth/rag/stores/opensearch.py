@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -25,6 +24,7 @@ from sleuth.rag.stores.base import (
 )
 from sleuth.rag.text import query_words
 from sleuth.rag.types import RetrievedChunk
+from sleuth.runtime.errors import MissingExtraError
 
 _CANDIDATES_PER_RANKING = 4
 

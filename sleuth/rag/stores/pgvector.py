@@ -24,7 +24,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -36,6 +35,7 @@ from sleuth.rag.stores.base import (
 )
 from sleuth.rag.text import query_words
 from sleuth.rag.types import RetrievedChunk
+from sleuth.runtime.errors import MissingExtraError
 
 _CANDIDATES_PER_RANKING = 4
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")

@@ -28,8 +28,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sleuth.config import sleuth_home
-from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -42,6 +40,8 @@ from sleuth.rag.stores.base import (
 )
 from sleuth.rag.text import bm25_term_weights, query_words, term_id
 from sleuth.rag.types import RetrievedChunk
+from sleuth.runtime.errors import MissingExtraError
+from sleuth.runtime.paths import sleuth_home
 
 API_KEY_ENV = "QDRANT_API_KEY"
 DENSE = "dense"

@@ -22,8 +22,8 @@ import os
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from sleuth.errors import MissingExtraError
 from sleuth.rag.stores.base import BaseVectorStore, StoreError
+from sleuth.runtime.errors import MissingExtraError
 
 KINDS = ("sqlite", "qdrant", "chroma", "pgvector", "opensearch")
 OPENSEARCH_USER_ENV = "OPENSEARCH_USER"

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.config import sleuth_home
 from sleuth.rag.stores.base import (
     BaseVectorStore,
     Document,
@@ -33,6 +32,7 @@ from sleuth.rag.stores.base import (
 )
 from sleuth.rag.text import query_phrases, query_words, unit_rows, unit_rows_cosine
 from sleuth.rag.types import RetrievedChunk
+from sleuth.runtime.paths import sleuth_home
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (

@@ -1,0 +1,1 @@
+"""Private helpers shared across the SDK (no public API here)."""

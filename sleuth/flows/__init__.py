@@ -1,0 +1,1 @@
+"""Flows: composition pipelines, hierarchical decomposition, human review."""

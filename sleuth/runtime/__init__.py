@@ -1,0 +1,1 @@
+"""The runtime: settings, data paths, artifacts, events, telemetry, logging, redaction, errors."""

@@ -1,0 +1,214 @@
+"""A content-addressed artifact store: large payloads live here, only their reference crosses the wire.
+
+The embedded default is a local folder (`$SLEUTH_HOME/artifacts`, or `$SLEUTH_ARTIFACTS`). Workers on
+many machines point it at a shared folder, or implement `ArtifactStore` over a shared service.
+
+Besides content, a store keeps *named pointers*: small values under a name, replaced only by an
+atomic compare-and-swap. Durable activities keep their checkpoint journal there (see
+`activities/checkpoints.py`), under a name that a retried attempt can compute for itself.
+
+Every write is atomic and durable: a temporary file is written and fsynced, renamed into place, and
+its directory fsynced, so a crash leaves either the old file or the new one. Storing content whose
+file exists but does not match its digest replaces the file. Files are created 0600 and folders
+0700.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from sleuth.runtime.errors import SleuthError, UnsupportedArgumentError
+from sleuth.runtime.paths import sleuth_home
+from sleuth.runtime.settings import load_settings
+
+REF_PREFIX = "sha256:"
+_HEX = frozenset("0123456789abcdef")
+_DIR_MODE = 0o700
+
+
+class ArtifactReferenceError(SleuthError, ValueError):
+    """A string that is not an artifact reference at all (no store can ever resolve it)."""
+
+
+class ArtifactNotFoundError(SleuthError, LookupError):
+    """A reference whose content is not in this store (a worker pointed at another store?)."""
+
+
+class ArtifactCorruptError(ArtifactNotFoundError):
+    """A reference whose file exists but no longer matches its digest."""
+
+
+@runtime_checkable
+class ArtifactStore(Protocol):
+    def put_bytes(self, data: bytes) -> str:
+        """Store `data`; returns its reference. Storing it again repairs a damaged copy."""
+        ...
+
+    def get_bytes(self, ref: str) -> bytes:
+        """The content of `ref`, checked against its digest."""
+        ...
+
+    def read_pointer(self, name: str) -> str | None:
+        """The value last stored under the pointer `name`, or None if there is none."""
+        ...
+
+    def swap_pointer(self, name: str, expected: str | None, value: str) -> bool:
+        """Set pointer `name` to `value` if it still holds `expected` (None: no pointer yet).
+        Atomic against concurrent writers and crashes; returns whether it was set."""
+        ...
+
+
+def check_ref(ref: object) -> str:
+    """`ref` if it is a well-formed reference (`sha256:` and 64 lowercase hex digits), else
+    `ArtifactReferenceError`."""
+    if (
+        not isinstance(ref, str)
+        or not ref.startswith(REF_PREFIX)
+        or len(ref) != len(REF_PREFIX) + 64
+        or not set(ref[len(REF_PREFIX) :]) <= _HEX
+    ):
+        raise ArtifactReferenceError(
+            f"not an artifact reference: {ref!r} (expected 'sha256:<64 hex digits>', as an "
+            "activity returned it)"
+        )
+    return ref
+
+
+class LocalArtifactStore:
+    """Artifacts as files named by their SHA-256, written atomically; identical content is stored once."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).expanduser()
+        self.root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+
+    def _path(self, ref: str) -> Path:
+        digest = check_ref(ref)[len(REF_PREFIX) :]
+        return self.root / digest[:2] / digest[2:]
+
+    def put_bytes(self, data: bytes) -> str:
+        ref = REF_PREFIX + hashlib.sha256(data).hexdigest()
+        path = self._path(ref)
+        if not _matches(path, ref):
+            _write_atomically(path, data)
+        return ref
+
+    def get_bytes(self, ref: str) -> bytes:
+        path = self._path(ref)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ArtifactNotFoundError(
+                f"artifact {ref} is not in {self.root}; workers must share one artifact store "
+                "(set SLEUTH_ARTIFACTS to a shared folder)"
+            ) from None
+        if REF_PREFIX + hashlib.sha256(data).hexdigest() != ref:
+            raise ArtifactCorruptError(
+                f"artifact {ref} in {self.root} is corrupt (checksum mismatch): {path} was damaged "
+                "after it was written; storing the same content again repairs it"
+            )
+        return data
+
+    def read_pointer(self, name: str) -> str | None:
+        try:
+            return self._pointer_path(name).read_bytes().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+
+    def swap_pointer(self, name: str, expected: str | None, value: str) -> bool:
+        path = self._pointer_path(name)
+        with self._pointer_lock(path):
+            if self.read_pointer(name) != expected:
+                return False
+            _write_atomically(path, value.encode("utf-8"))
+            return True
+
+    def _pointer_path(self, name: str) -> Path:
+        # Hashed: a name (a workflow id, say) can hold any character without leaving the folder.
+        return self.root / "pointers" / hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+    @contextlib.contextmanager
+    def _pointer_lock(self, path: Path) -> Iterator[None]:
+        # One lock file per 256th of the names: swaps of different pointers rarely wait.
+        path.parent.mkdir(mode=_DIR_MODE, exist_ok=True)
+        descriptor = os.open(path.parent / f"{path.name[:2]}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+
+def _matches(path: Path, ref: str) -> bool:
+    try:
+        return REF_PREFIX + hashlib.sha256(path.read_bytes()).hexdigest() == ref
+    except FileNotFoundError:
+        return False
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a crash at any point leaves the old file or the new one."""
+    path.parent.mkdir(mode=_DIR_MODE, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(path: Path) -> None:
+    # The rename is durable only once the directory entry is on disk.
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def put_json(store: ArtifactStore, value: Any) -> str:
+    """Store a JSON-serialisable value (pydantic models allowed); returns its reference."""
+    if isinstance(value, BaseModel):
+        payload = value.model_dump_json().encode()
+    else:
+        payload = json.dumps(value, ensure_ascii=False, sort_keys=True, default=_default).encode()
+    return store.put_bytes(payload)
+
+
+def get_json(store: ArtifactStore, ref: str) -> Any:
+    return json.loads(store.get_bytes(ref))
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise UnsupportedArgumentError(
+        f"cannot store {type(value).__name__} as JSON; store dicts, lists, strings, numbers, "
+        "booleans or pydantic models"
+    )
+
+
+_default_store: ArtifactStore | None = None
+
+
+def default_artifact_store() -> ArtifactStore:
+    """The process-wide store: `$SLEUTH_ARTIFACTS` or `$SLEUTH_HOME/artifacts`."""
+    global _default_store
+    root = (load_settings().artifacts or sleuth_home() / "artifacts").expanduser()
+    if not isinstance(_default_store, LocalArtifactStore) or _default_store.root != root:
+        _default_store = LocalArtifactStore(root)
+    return _default_store

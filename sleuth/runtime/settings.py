@@ -1,0 +1,258 @@
+"""Every `SLEUTH_*` setting in one validated model, read from the environment when needed.
+
+`load_settings()` validates the environment as it is at the call (a test that monkeypatches a
+variable sees the new value at once) and raises `SettingsError` naming the variable and the form
+it expects. Commands call it before they do anything, so a bad value stops them at start; library
+code calls it where it needs a value. Temporal's own `TEMPORAL_*` variables are not here:
+`temporalio.envconfig` reads them (see `workers/client.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from sleuth.runtime.errors import InvalidSettingError, SleuthError
+from sleuth.runtime.redact import has_credentials, redact
+
+ENV_PREFIX = "SLEUTH_"
+DEFAULT_HOME = "~/.sleuth"
+DEFAULT_TASK_QUEUE = "sleuth"
+DEFAULT_EMBEDDED_ADDRESS = "localhost:7233"
+DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
+DEFAULT_METRICS_HOST = "127.0.0.1"
+
+LogFormat = Literal["console", "json"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+StructuredOutputSetting = Literal["auto", "json_schema", "json_object", "tool", "prompt"]
+
+
+class SettingsError(InvalidSettingError):
+    """A `SLEUTH_*` variable has a value Sleuth cannot use; the message names it and the form it takes."""
+
+
+class SleuthSettings(BaseSettings):
+    """Sleuth's settings: field `name` is the environment variable `SLEUTH_<NAME>`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    home: Path | None = None
+    """The data directory: Temporal's SQLite file and log, artifacts, stores, rows, model weights (default `~/.sleuth`)."""
+    artifacts: Path | None = None
+    """Where run state (evidence, conversations, checkpoints) is stored (default `$SLEUTH_HOME/artifacts`); workers on several machines must share it."""
+    task_queue: str | None = None
+    """The task queue workers poll and commands start runs on (default: the App's queue, `sleuth`)."""
+    embedded_address: str = DEFAULT_EMBEDDED_ADDRESS
+    """The address the embedded dev server is started on when nothing answers there; its Web UI is 1000 ports up."""
+    web_ui: str | None = None
+    """The Web UI address used in the links commands print (default: a local Temporal's gRPC port + 1000)."""
+    log_format: LogFormat = "console"
+    """`console` for people, `json` for machines."""
+    log_level: LogLevel = "INFO"
+    """The lowest level of Sleuth's own log lines."""
+    temporal_log_level: LogLevel = "WARNING"
+    """The lowest level of the Temporal SDK's log lines."""
+    model: str = DEFAULT_MODEL
+    """The model used wherever none is named: `local:NAME`, `openai:NAME` or `anthropic:NAME`."""
+    model_dir: Path | None = None
+    """Where local model weights are assembled (default `$SLEUTH_HOME/models`)."""
+    local_threads: PositiveInt | None = None
+    """llama.cpp threads for the local model (default: all cores)."""
+    model_timeout_seconds: PositiveFloat = 60.0
+    """How long one request to an OpenAI, OpenAI-compatible or Anthropic model may take before it fails as retryable; raise it for a slow local server."""
+    openai_structured_output: StructuredOutputSetting = "auto"
+    """How an OpenAI-compatible server is asked for schema-valid JSON; `auto` tries each mode until one works."""
+    sinks: Annotated[dict[str, str], NoDecode] = {}
+    """Row sinks this worker serves by name: `name=URL` pairs separated by commas."""
+    sink_dirs: Annotated[list[Path], NoDecode] = []
+    """Directories besides `$SLEUTH_HOME` where file sinks may live, separated by `:`."""
+    encryption_key: SecretStr | None = None
+    """Base64 AES-256 keys, comma-separated: the first encrypts every payload sent to Temporal, all decrypt."""
+    encryption_key_file: Path | None = None
+    """A file (mode 0600) with one such key per line, the encrypting key first."""
+    max_concurrent_activities: PositiveInt = 16
+    """Activities one worker runs at once; model calls mostly wait, so this can exceed the cores."""
+    max_concurrent_workflow_tasks: PositiveInt = 64
+    """Workflow tasks one worker processes at once."""
+    activity_threads: PositiveInt = 16
+    """Threads for synchronous activities."""
+    graceful_shutdown_seconds: PositiveFloat = 30.0
+    """On SIGTERM or Ctrl-C a worker stops polling and gives running activities this long to finish."""
+    sticky_queue_timeout_seconds: PositiveFloat = 10.0
+    """A run's next workflow task waits this long for the worker that cached the run before any worker may take it (after a worker crash, its runs pause this long)."""
+    heartbeat_throttle_seconds: PositiveFloat = 2.0
+    """The worker sends a running activity's heartbeats to the server at most this often. The Temporal SDK's own throttle (0.8 × the heartbeat timeout: 16 s of 20) leaves a busy worker 4 s before the server declares a live attempt dead and runs the step again beside it."""
+    prices: Path | None = None
+    """A TOML or JSON file of model prices (USD per million tokens) over the built-in ones (default `$SLEUTH_HOME/prices.toml` if it exists)."""
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """`sleuth worker` serves Prometheus metrics on this port (the Temporal SDK's and Sleuth's); unset, none."""
+    metrics_host: str = DEFAULT_METRICS_HOST
+    """The interface the metrics endpoint listens on; `0.0.0.0` in a container."""
+
+    @field_validator("log_format", "log_level", "temporal_log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any, info: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        return text.lower() if info.field_name == "log_format" else text.upper()
+
+    @field_validator("sinks", mode="before")
+    @classmethod
+    def _sink_pairs(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return parse_sink_settings(value)
+
+    @field_validator("sink_dirs", mode="before")
+    @classmethod
+    def _directory_list(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return [Path(part) for part in value.split(os.pathsep) if part.strip()]
+
+    @property
+    def home_dir(self) -> Path:
+        """`home`, or the default, with `~` expanded (not created; see `sleuth.runtime.paths.sleuth_home`)."""
+        return (self.home or Path(DEFAULT_HOME)).expanduser()
+
+
+class UnknownSinkError(SleuthError, ValueError):
+    """A sink name that the worker does not know, or a sink URL the worker refuses."""
+
+
+DEFAULT_SINK = "rows"
+"""The sink a scan writes to when its input names none: `$SLEUTH_HOME/rows.sqlite`."""
+SINKS_ENV = "SLEUTH_SINKS"
+"""Worker-configured sinks: `name=URL` pairs separated by commas."""
+SINK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_sink_name(value: str) -> str:
+    """`value` if it is a sink name (letters, digits, `.`, `_`, `-`; at most 64), else a
+    ValueError saying how to configure a sink. Credentials in a refused value are not echoed."""
+    if SINK_NAME.match(value):
+        return value
+    shown = "a URL with credentials" if has_credentials(value) else repr(redact(value[:80]))
+    raise InvalidSettingError(
+        f"sink {shown} refused: a scan names a sink (letters, digits, '.', '_', '-'; at most 64), "
+        "it never gives a path, URL or host. Configure the sink on the worker "
+        f"({SINKS_ENV}=name=URL or `sleuth worker --sink name=URL`) or register it with "
+        f"app.sink(name, sink), then pass its name (default {DEFAULT_SINK!r})"
+    )
+
+
+def parse_sink_settings(text: str) -> dict[str, str]:
+    """`{"audit": "jsonl:///srv/a.jsonl"}` from `"audit=jsonl:///srv/a.jsonl,..."`."""
+    sinks: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, url = entry.partition("=")
+        if not sep or not url.strip():
+            raise UnknownSinkError(
+                f"sink setting {redact(entry)!r} must look like name=URL, e.g. "
+                "audit=jsonl:///srv/rows/audit.jsonl"
+            )
+        try:
+            sinks[check_sink_name(name.strip())] = url.strip()
+        except ValueError as exc:
+            raise UnknownSinkError(str(exc)) from None
+    return sinks
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a settings field: `max_concurrent_activities` → `SLEUTH_MAX_CONCURRENT_ACTIVITIES`."""
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+ENV_VARIABLES: tuple[str, ...] = tuple(env_name(name) for name in SleuthSettings.model_fields)
+"""Every variable the settings model reads."""
+_SECRET_FIELDS = frozenset({"encryption_key"})
+
+
+def load_settings() -> SleuthSettings:
+    """The settings the environment gives now, validated (`SettingsError` names a bad variable)."""
+    snapshot = tuple(
+        sorted(
+            (key, value) for key, value in os.environ.items() if key.upper().startswith(ENV_PREFIX)
+        )
+    )
+    return _validated(snapshot)
+
+
+@functools.lru_cache(maxsize=16)
+def _validated(snapshot: tuple[tuple[str, str], ...]) -> SleuthSettings:
+    # Keyed on the SLEUTH_* variables, so a changed variable is read again and an unchanged
+    # environment is validated once, however often library code asks.
+    try:
+        return SleuthSettings()
+    except ValidationError as exc:
+        raise SettingsError("; ".join(_describe(error) for error in exc.errors())) from None
+
+
+def _describe(error: Any) -> str:
+    field = str(error["loc"][0]) if error["loc"] else ""
+    if field not in SleuthSettings.model_fields:
+        return str(error["msg"])
+    variable = env_name(field)
+    raw = os.environ.get(variable, str(error.get("input", "")))
+    shown = "(hidden)" if field in _SECRET_FIELDS else repr(redact(raw))
+    reason = str(error["msg"]).removeprefix("Value error, ")
+    return f"{variable}={shown} is not valid ({reason}); expected {expected_form(field)}"
+
+
+def expected_form(field: str) -> str:
+    """What a variable takes, in words: `a whole number greater than 0`, `one of: console, json`."""
+    info = SleuthSettings.model_fields[field]
+    annotation = _without_none(info.annotation)
+    metadata = list(info.metadata)
+    if typing.get_origin(annotation) is Annotated:
+        annotation, *extras = typing.get_args(annotation)
+        metadata += extras
+    bound = next((m.gt for m in metadata if hasattr(m, "gt")), None)
+    lowest = next((m.ge for m in metadata if hasattr(m, "ge")), None)
+    highest = next((m.le for m in metadata if hasattr(m, "le")), None)
+    above = f" greater than {bound}" if bound is not None else ""
+    if lowest is not None and highest is not None:
+        above = f" from {lowest} to {highest}"
+    if typing.get_origin(annotation) is Literal:
+        return "one of: " + ", ".join(str(choice) for choice in typing.get_args(annotation))
+    if annotation is int:
+        return f"a whole number{above}"
+    if annotation is float:
+        return f"a number{above}"
+    if annotation is Path:
+        return "a path"
+    if typing.get_origin(annotation) is list:
+        return f"paths separated by {os.pathsep!r}"
+    if typing.get_origin(annotation) is dict:
+        return "name=URL pairs separated by commas, e.g. audit=jsonl:///srv/rows/audit.jsonl"
+    return "text"
+
+
+def _without_none(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return annotation

@@ -1,0 +1,1 @@
+"""Knowledge scans: providers of items, one research run per item, row sinks."""

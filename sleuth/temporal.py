@@ -1,0 +1,85 @@
+"""Sleuth's Temporal entry points, in one place: the plugin, the workflow classes, their input
+and output models, the client helpers and the live-event stream.
+
+```python
+from sleuth.temporal import ResearchRequest, ResearchWorkflow, SleuthPlugin, connect
+
+client = await connect(plugins=[SleuthPlugin(app)])
+outcome = await client.execute_workflow(
+    ResearchWorkflow.run, ResearchRequest(prompt="...", research="default"),
+    id="research-1", task_queue=app.task_queue,
+)
+```
+
+This module belongs to the Temporal layer (it imports `temporalio`); `sleuth` itself and its SDK
+packages never do. Names load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "SleuthPlugin": "sleuth.workers.plugin",
+    "SleuthPluginError": "sleuth.workers.plugin",
+    "ResearchWorkflow": "sleuth.workflows.research",
+    "AgentWorkflow": "sleuth.workflows.agent",
+    "KnowledgeScanWorkflow": "sleuth.workflows.scan",
+    "PipelineWorkflow": "sleuth.workflows.pipeline",
+    "DecomposeWorkflow": "sleuth.workflows.decompose",
+    "ResearchRequest": "sleuth.activities.research_models",
+    "ResearchOutcome": "sleuth.activities.research_models",
+    "AgentRequest": "sleuth.activities.agent_models",
+    "AgentOutcome": "sleuth.activities.agent_models",
+    "ScanRequest": "sleuth.activities.scan_models",
+    "ScanOutcome": "sleuth.activities.scan_models",
+    "PipelineInput": "sleuth.activities.pipeline_models",
+    "DecomposeInput": "sleuth.activities.decompose_models",
+    "DecomposeOutput": "sleuth.activities.decompose_models",
+    "build_activities": "sleuth.activities",
+    "build_worker": "sleuth.workers.worker",
+    "connect": "sleuth.workers.client",
+    "follow_events": "sleuth.workers.events",
+    "create_scan_schedule": "sleuth.workers.schedules",
+    "scan_schedule": "sleuth.workers.schedules",
+}
+
+if TYPE_CHECKING:
+    from sleuth.activities import build_activities as build_activities
+    from sleuth.activities.agent_models import AgentOutcome as AgentOutcome
+    from sleuth.activities.agent_models import AgentRequest as AgentRequest
+    from sleuth.activities.decompose_models import DecomposeInput as DecomposeInput
+    from sleuth.activities.decompose_models import DecomposeOutput as DecomposeOutput
+    from sleuth.activities.pipeline_models import PipelineInput as PipelineInput
+    from sleuth.activities.research_models import ResearchOutcome as ResearchOutcome
+    from sleuth.activities.research_models import ResearchRequest as ResearchRequest
+    from sleuth.activities.scan_models import ScanOutcome as ScanOutcome
+    from sleuth.activities.scan_models import ScanRequest as ScanRequest
+    from sleuth.workers.client import connect as connect
+    from sleuth.workers.events import follow_events as follow_events
+    from sleuth.workers.plugin import SleuthPlugin as SleuthPlugin
+    from sleuth.workers.plugin import SleuthPluginError as SleuthPluginError
+    from sleuth.workers.schedules import create_scan_schedule as create_scan_schedule
+    from sleuth.workers.schedules import scan_schedule as scan_schedule
+    from sleuth.workers.worker import build_worker as build_worker
+    from sleuth.workflows.agent import AgentWorkflow as AgentWorkflow
+    from sleuth.workflows.decompose import DecomposeWorkflow as DecomposeWorkflow
+    from sleuth.workflows.pipeline import PipelineWorkflow as PipelineWorkflow
+    from sleuth.workflows.research import ResearchWorkflow as ResearchWorkflow
+    from sleuth.workflows.scan import KnowledgeScanWorkflow as KnowledgeScanWorkflow
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'sleuth.temporal' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,1 @@
+"""Usage: one `UsageLimits` for tokens, requests, tool calls and cost; budgets; prices."""

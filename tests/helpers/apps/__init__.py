@@ -1,0 +1,1 @@
+"""Small App modules that tests load by `--app` target."""
