@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -13,9 +14,20 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from sleuth.runtime.settings import load_settings
 from sleuth.workers.binaries import temporal_cli, temporal_test_server
 from sleuth.workers.embedded import stop_background_server
 from tests.helpers.timeouts import SERVER_STARTUP
+
+REAL_MODELS_DIR = Path(
+    os.environ.get("SLEUTH_MODEL_DIR")
+    or os.environ.get("SLEUTH_TEST_MODELS_DIR")
+    or Path(os.environ.get("SLEUTH_HOME") or "~/.sleuth").expanduser() / "models"
+)
+"""Where the person's local model weights are, read once before any test changes `HOME` or
+`SLEUTH_HOME`; exported as `SLEUTH_TEST_MODELS_DIR` (to read, never to write) for test modules
+and the pytest runs tests start."""
+os.environ["SLEUTH_TEST_MODELS_DIR"] = str(REAL_MODELS_DIR)
 
 FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
@@ -63,9 +75,14 @@ def sleuth_home(
     request: pytest.FixtureRequest,
     no_temporal_profiles: Path,
 ) -> Iterator[Path]:
-    """Each test gets its own data directory; provider keys are hidden unless the test is `live`."""
+    """Each test gets its own data directory and its own `HOME` (so a test that unsets
+    `SLEUTH_HOME` reaches a `~/.sleuth` of its own); provider keys are hidden unless the test is
+    `live`."""
     home = tmp_path / "sleuth-home"
     monkeypatch.setenv("SLEUTH_HOME", str(home))
+    user_home = tmp_path / "user-home"
+    user_home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.delenv("SLEUTH_ARTIFACTS", raising=False)
     # Worker-side settings of the person running the tests must not leak into them, nor their
     # Temporal connection (variables or ~/.config/temporalio/temporal.toml profiles).
@@ -81,10 +98,21 @@ def sleuth_home(
 
 
 @pytest.fixture(autouse=True)
-def stop_embedded_server(sleuth_home: Path) -> Iterator[None]:
-    """Stop any background Temporal server a test started (via `connect_temporal`) in its data dir."""
+def stop_embedded_server(
+    sleuth_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Stop any background Temporal server a test started (via `connect_temporal`) in its data
+    dir: the fixture's, or the one the test's variables point at now. Only data dirs inside the
+    test's temporary folder are looked at, so a test that unsets `SLEUTH_HOME` and `HOME` never
+    stops the person's own server."""
     yield
-    stop_background_server()
+    homes = {sleuth_home}
+    with contextlib.suppress(Exception):  # a test may leave a setting invalid on purpose
+        homes.add(load_settings().home_dir.expanduser().resolve())
+    for home in sorted(homes):
+        if home.resolve().is_relative_to(tmp_path.resolve()):
+            monkeypatch.setenv("SLEUTH_HOME", str(home))
+            stop_background_server()
 
 
 @pytest_asyncio.fixture(scope="session")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from sleuth.runtime.paths import forget_web_ui, record_web_ui
 from sleuth.workers.codec import configured_codec
 from sleuth.workers.codec_server import CodecServer
 from sleuth.workers.embedded import (
@@ -30,6 +31,7 @@ from sleuth.workers.embedded import (
     stop_background_server,
     temporal_answers,
 )
+from sleuth.workers.lifeline import popen_tied, release
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,7 +46,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument("--port", type=int, help="gRPC port (default 7233)")
-    parser.add_argument("--ui-port", type=int, help="Web UI port (default: gRPC port + 1000)")
+    parser.add_argument(
+        "--ui-port", type=int, help="Web UI port (default: gRPC port + 1000); CLI links follow it"
+    )
     parser.add_argument(
         "--db-file",
         type=Path,
@@ -144,19 +148,21 @@ def _serve(settings: ServerSettings, database_lock: int | None) -> int:
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         # Its own process group: Ctrl-C reaches this process only, which stops the server (and
-        # anything it started) as one group, escalating to SIGKILL if it ignores SIGTERM.
-        process = subprocess.Popen(
+        # anything it started) as one group, escalating to SIGKILL if it ignores SIGTERM. Tied
+        # to this process: if this one is killed, the server dies too and frees its ports.
+        process = popen_tied(
             settings.command(),
             stdin=subprocess.DEVNULL,
             umask=PRIVATE_UMASK,
             pass_fds=() if database_lock is None else (database_lock,),
-            process_group=0,
         )
         try:
             return _run_until_stopped(settings, process, stop)
         finally:
             if process.poll() is None:
                 _stop_process_group(process)
+            release(process)
+            forget_web_ui(settings.port)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -172,6 +178,7 @@ def _run_until_stopped(
             return 0
         return process.wait() or 1
     database = settings.database()
+    record_web_ui(settings.port, settings.ui_url)
     print(f"Temporal dev server ready (pid {process.pid})", flush=True)
     print(f"  gRPC    {settings.address}", flush=True)
     print(f"  Web UI  {settings.ui_url}", flush=True)

@@ -28,7 +28,13 @@ from temporalio.client import Client, Plugin
 from temporalio.runtime import Runtime
 
 from sleuth.runtime.errors import SleuthError
-from sleuth.runtime.paths import private_dir, private_file, sleuth_home
+from sleuth.runtime.paths import (
+    forget_web_ui,
+    private_dir,
+    private_file,
+    record_web_ui,
+    sleuth_home,
+)
 from sleuth.runtime.settings import load_settings
 from sleuth.workers.binaries import temporal_cli
 from sleuth.workers.client import connect, connect_config
@@ -335,6 +341,7 @@ async def start_background_server(settings: ServerSettings) -> BackgroundServer:
                 f"starting; see {log_path}{_log_tail(log_path)}"
             )
         if await temporal_answers(settings.address, timeout=2.0):
+            record_web_ui(settings.port, settings.ui_url)
             return record
         await asyncio.sleep(0.2)
     stop_process_group(process.pid)
@@ -397,6 +404,8 @@ def stop_background_server() -> BackgroundServer | None:
     if record.codec_pid is not None:
         stop_process_group(record.codec_pid)
     pid_file().unlink(missing_ok=True)
+    with contextlib.suppress(EmbeddedServerError):
+        forget_web_ui(split_address(record.address)[1])
     return record
 
 

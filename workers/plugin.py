@@ -8,8 +8,10 @@ worker = Worker(client, task_queue="sleuth")   # inherits the plugin: Sleuth's w
 The plugin gives the client the pydantic data converter (with the AES-GCM codec when an
 encryption key is configured, see `workers/codec.py`), and every worker built on that client
 Sleuth's workflows, the App's activities, the exception types that fail a run instead of retrying
-its workflow task, the sandbox passthroughs for Sleuth's own modules, and a heartbeat throttle
-short enough for checkpointed activities. A worker whose client was connected without it can take
+its workflow task, a check that fails a run whose start input does not fit its workflow
+(`workers/input_check.py`), an interceptor that makes an unknown name or bad setting the run's
+top-level failure (`workers/failures.py`), the sandbox passthroughs for Sleuth's own modules, and
+a heartbeat throttle short enough for checkpointed activities. A worker whose client was connected without it can take
 it directly: `Worker(client, task_queue=..., plugins=[SleuthPlugin(app)])`; its client must then
 already use the pydantic data converter.
 
@@ -43,6 +45,8 @@ from sleuth.activities import build_activities
 from sleuth.apps.app import App
 from sleuth.runtime.errors import SleuthError
 from sleuth.workers import codec
+from sleuth.workers.failures import FailureCauseInterceptor
+from sleuth.workers.input_check import checking_inputs
 from sleuth.workers.telemetry import has_tracing, with_tracing
 
 PLUGIN_NAME = "sleuth.SleuthPlugin"
@@ -97,7 +101,7 @@ class SleuthPlugin(SimplePlugin):
         super().__init__(
             PLUGIN_NAME,
             data_converter=_sleuth_data_converter,
-            interceptors=list(interceptors),
+            interceptors=[*interceptors, FailureCauseInterceptor()],
             # Read when a worker is built: a client alone never imports the workflow modules.
             workflows=lambda existing: [*(existing or []), *workflow_classes.ALL_WORKFLOWS],
             activities=self._with_activities,
@@ -186,11 +190,11 @@ def _with_passthroughs(runner: WorkflowRunner | None) -> WorkflowRunner:
     if runner is None:
         raise SleuthPluginError("the worker has no workflow runner for SleuthPlugin to configure")
     if isinstance(runner, SandboxedWorkflowRunner):
-        return dataclasses.replace(
+        runner = dataclasses.replace(
             runner,
             restrictions=runner.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES),
         )
-    return runner
+    return checking_inputs(runner)
 
 
 def client_plugin(plugins: Sequence[Any]) -> SleuthPlugin | None:

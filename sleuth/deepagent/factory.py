@@ -19,7 +19,7 @@ from sleuth.flows.review import ApprovalPolicy
 from sleuth.models import resolve
 from sleuth.models.base import Model
 from sleuth.rag.tools import wire_datastores
-from sleuth.runtime.errors import InvalidSettingError, UnsupportedArgumentError
+from sleuth.runtime.errors import InvalidSettingError, NotAvailableError, UnsupportedArgumentError
 from sleuth.tools import Tool
 from sleuth.usage.limits import UsageLimits
 
@@ -53,6 +53,39 @@ def exit_condition(
         budget = TokenLimit(total_token_budget)
         condition = budget if condition is None else condition | budget
     return condition
+
+
+def _datastore_configs(
+    datastores: Mapping[str, Mapping[str, Any]] | Sequence[str] | None,
+) -> Mapping[str, Mapping[str, Any]] | None:
+    """The `wire_datastores` mapping for either accepted form of `datastores=`."""
+    if datastores is None or isinstance(datastores, Mapping):
+        return datastores
+    if isinstance(datastores, str | bytes) or not isinstance(datastores, Sequence):
+        raise UnsupportedArgumentError(
+            f"create_deepagent(datastores=...) takes a list of datastore names registered with "
+            f"app.datastore(name, retriever), e.g. datastores=['reports'], or a mapping "
+            f"{{name: {{'retriever': ..., 'description': ...}}}}; got {type(datastores).__name__}"
+            + (" (put a single name in a list)" if isinstance(datastores, str) else "")
+        )
+    names = list(datastores)
+    if not all(isinstance(name, str) for name in names):
+        raise UnsupportedArgumentError(
+            "create_deepagent(datastores=[...]) takes datastore names (strings) registered with "
+            "app.datastore(name, retriever); give retrievers in the mapping form "
+            "{name: {'retriever': ...}}"
+        )
+    from sleuth.apps.app import current_app
+
+    try:
+        app = current_app()
+    except NotAvailableError as exc:
+        raise NotAvailableError(
+            f"create_deepagent(datastores={names!r}) names datastores, which are looked up on the "
+            "App the worker serves: create the agent in a factory registered with "
+            "app.agent(name, factory), or pass the mapping form {name: {'retriever': ...}}"
+        ) from exc
+    return app.datastore_configs(names)
 
 
 def _grounding_settings(
@@ -117,7 +150,7 @@ def create_deepagent(
     memory_files: Sequence[str | Path] | None = None,
     summarize_after_messages: int | None = None,
     summarize_keep_recent: int = 10,
-    datastores: Mapping[str, Mapping[str, Any]] | None = None,
+    datastores: Mapping[str, Mapping[str, Any]] | Sequence[str] | None = None,
     name: str = "deepagent",
     **unexpected: Any,
 ) -> Agent:
@@ -130,7 +163,9 @@ def create_deepagent(
     `ApprovalPolicy`) makes calls of the tools it names wait for a person. Layers are
     opt-in: `enable_filesystem` (or `backend=`), `enable_todos` (or `todo_state=`), `subagents`,
     `memory_files`, `summarize_after_messages`, `datastores`. Their state (files of a
-    `StateBackend`, todos) is part of every checkpoint.
+    `StateBackend`, todos) is part of every checkpoint. `datastores` is a mapping
+    `{name: {"retriever": ..., "description": ...}}`, or a list of names registered with
+    `app.datastore(...)` on the App the worker serves (as in research configs).
 
     Grounding is set either by `grounding=GroundingSettings(...)` or by `grounding=True` with
     `judge_model=` and `grounding_threshold=` (default 0.65), never both: a settings object
@@ -156,7 +191,7 @@ def create_deepagent(
     all_tools: list[Tool | Callable[..., Any]] = list(tools)
     guides: list[str] = []
 
-    store_tools, routing = wire_datastores(datastores)
+    store_tools, routing = wire_datastores(_datastore_configs(datastores))
     all_tools.extend(store_tools)
 
     if backend is not None or enable_filesystem:

@@ -51,14 +51,37 @@ def task_queue() -> str:
     return load_settings().task_queue or DEFAULT_TASK_QUEUE
 
 
+WEB_UI_RECORDS = "web-ui"
+"""Folder of `$SLEUTH_HOME` where each dev server `sleuth server` runs records its Web UI."""
+
+
+def web_ui_record(port: int) -> Path:
+    """The file naming the Web UI of the dev server Sleuth runs on gRPC port `port`."""
+    return load_settings().home_dir / WEB_UI_RECORDS / f"{port}.url"
+
+
+def record_web_ui(port: int, url: str) -> None:
+    """Note that the dev server on gRPC `port` serves its Web UI at `url` (`--ui-port`)."""
+    private_file(web_ui_record(port)).write_text(url)
+
+
+def forget_web_ui(port: int) -> None:
+    web_ui_record(port).unlink(missing_ok=True)
+
+
 def web_ui_url() -> str:
-    """`$SLEUTH_WEB_UI`; else, for a local Temporal, the dev server's UI port (gRPC port + 1000)."""
+    """`$SLEUTH_WEB_UI`; else, for a local Temporal, the Web UI that `sleuth server` recorded for
+    its gRPC port, or the dev server's default UI port (gRPC port + 1000)."""
     explicit = load_settings().web_ui
     if explicit:
         return explicit
     host, _, port = temporal_address().rpartition(":")
     if host in ("localhost", "127.0.0.1") and port.isdigit():
-        return f"http://localhost:{int(port) + 1000}"
+        try:
+            recorded = web_ui_record(int(port)).read_text().strip()
+        except OSError:
+            recorded = ""
+        return recorded or f"http://localhost:{int(port) + 1000}"
     return "http://localhost:8233"
 
 

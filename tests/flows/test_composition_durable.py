@@ -161,5 +161,5 @@ async def test_unknown_stage_name_fails_at_once_listing_what_exists(
                 id=f"pipeline-{uuid.uuid4()}",
                 task_queue=task_queue,
             )
-    cause = failure.value.cause.cause
+    cause = failure.value.cause
     assert "unknown agent or pipeline 'wirter'; registered: typo, writer" in str(cause)

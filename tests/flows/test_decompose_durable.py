@@ -199,4 +199,4 @@ async def test_unknown_agent_fails_at_once_naming_the_registered_ones(
                 id=f"decompose-{uuid.uuid4()}",
                 task_queue=task_queue,
             )
-    assert "unknown agent 'nope'; registered: deep" in str(failure.value.cause.cause)
+    assert "unknown agent 'nope'; registered: deep" in str(failure.value.cause)

@@ -25,6 +25,7 @@ pytest.importorskip("llama_cpp")
 MODEL_NAME = os.environ.get("SLEUTH_TEST_GROUNDING_MODEL") or "qwen2.5-coder-1.5b"
 REAL_MODEL_DIR = Path(
     os.environ.get("SLEUTH_MODEL_DIR")
+    or os.environ.get("SLEUTH_TEST_MODELS_DIR")
     or Path(os.environ.get("SLEUTH_HOME") or "~/.sleuth").expanduser() / "models"
 )
 

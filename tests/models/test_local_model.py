@@ -35,6 +35,7 @@ MODEL_NAME = os.environ.get("SLEUTH_TEST_LOCAL_MODEL") or "qwen2.5-coder-0.5b"
 # Read before the autouse fixture points SLEUTH_HOME at a per-test folder.
 REAL_MODEL_DIR = Path(
     os.environ.get("SLEUTH_MODEL_DIR")
+    or os.environ.get("SLEUTH_TEST_MODELS_DIR")
     or Path(os.environ.get("SLEUTH_HOME") or "~/.sleuth").expanduser() / "models"
 )
 

@@ -114,4 +114,4 @@ async def test_unknown_names_fail_the_scan_at_once(dev_env: WorkflowEnvironment)
     ]:
         with pytest.raises(WorkflowFailureError) as failure:
             await run_scan(dev_env, build_app(3), request)
-        assert expected in str(failure.value.cause.cause)
+        assert expected in str(failure.value.cause)

@@ -94,7 +94,7 @@ async def test_a_scan_runs_a_registered_agent_per_item_with_a_row_each(
 async def test_an_unknown_agent_fails_the_scan_at_once(dev_env: WorkflowEnvironment) -> None:
     with pytest.raises(WorkflowFailureError) as failure:
         await _run(dev_env, agent_scan_app(), ScanRequest(provider="hosts", agent="nobody"))
-    assert "unknown agent 'nobody'; registered: host-analyst" in str(failure.value.cause.cause)
+    assert "unknown agent 'nobody'; registered: host-analyst" in str(failure.value.cause)
 
 
 def test_a_scan_names_research_or_agent_not_both() -> None:
