@@ -44,7 +44,10 @@ REPLAN_COUNT = SearchAttributeKey.for_int("SleuthReplanCount")
 REGENERATION_COUNT = SearchAttributeKey.for_int("SleuthRegenerationCount")
 TOTAL_TOKENS = SearchAttributeKey.for_int("SleuthTotalTokens")
 GROUNDED = SearchAttributeKey.for_bool("SleuthGrounded")
-"""Set when a research run ends: whether its summary met the grounding threshold."""
+"""Set when a research run ends: whether its final report is grounded (status `grounded`)."""
+RESEARCH_STATUS = SearchAttributeKey.for_keyword("SleuthResearchStatus")
+"""Set when a research run ends: how its final report answers the question, `grounded`,
+`partial` or `not_found` (`temporal workflow list --query 'SleuthResearchStatus = "partial"'`)."""
 
 SLEUTH_ATTRIBUTES: tuple[SearchAttributeKey[Any], ...] = (
     RESEARCH,
@@ -56,9 +59,10 @@ SLEUTH_ATTRIBUTES: tuple[SearchAttributeKey[Any], ...] = (
     REGENERATION_COUNT,
     TOTAL_TOKENS,
     GROUNDED,
+    RESEARCH_STATUS,
 )
 """Every search attribute Sleuth sets. A SQL-backed cluster allows 3 custom Int, 3 Double, 3 Bool
-and 10 Keyword attributes per namespace; Sleuth uses 3 Int, 2 Double, 1 Bool and 3 Keyword."""
+and 10 Keyword attributes per namespace; Sleuth uses 3 Int, 2 Double, 1 Bool and 4 Keyword."""
 
 CACHE_SECONDS = 60.0
 _cache: dict[str, tuple[float, list[str]]] = {}

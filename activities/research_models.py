@@ -15,7 +15,14 @@ from sleuth._util.strict import StrictInput
 from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
 from sleuth.activities.policy import ActivitySettings, RetrySettings, with_overrides
 from sleuth.flows.review import ReviewRecord, ReviewSettings
-from sleuth.research import EndReason, Node, ResearchDigest, ResearchInputs, ResearchReport
+from sleuth.research import (
+    EndReason,
+    Node,
+    ResearchDigest,
+    ResearchInputs,
+    ResearchReport,
+    ResearchStatus,
+)
 
 FINAL_EVIDENCE_CHARS = 24_000
 """Evidence text kept inline in a durable run's `final_state` (in total); the full trail stays in
@@ -92,6 +99,11 @@ class ResearchProgress(BaseModel):
     reviews: list[ReviewRecord] = Field(default_factory=list)
     """The reviews decided so far, in order."""
     end_reason: EndReason | None = None
+    research_status: ResearchStatus | None = None
+    """How the final report answers the question (set when the run is done)."""
+    best_draft: int = 0
+    """The 1-based number of the best judged draft so far: the one the run ends with unless a
+    later one is better."""
     runs: int = 1
     """Workflow runs so far: 1, plus one per continue-as-new."""
 

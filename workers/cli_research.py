@@ -25,6 +25,10 @@ from sleuth.workers.session import add_session_arguments, open_session, workflow
 from sleuth.workflows.research import ResearchWorkflow
 
 POLL_SECONDS = 0.3
+EXIT_UNGROUNDED = 3
+"""`sleuth research`'s exit code when the run ended with a report that is not grounded (status
+`partial` or `not_found`); `--allow-ungrounded` makes it 0. A failed run (or an option out of
+bounds) exits 1, a command line that does not parse 2."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Start a ResearchWorkflow, show its progress node by node and print the report: "
             "summary, findings, sources, grounding score, replans and regenerations. A worker for "
-            "the App runs in this process when none serves the task queue."
+            "the App runs in this process when none serves the task queue. Exits 0 when the "
+            "report is grounded, 3 when it is partial or not_found (0 with --allow-ungrounded), "
+            "1 when the run failed or an option is out of bounds."
         ),
     )
     parser.add_argument("prompt", help="the research question")
@@ -90,6 +96,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--no-events", action="store_true", help="do not show the run's events as they happen"
     )
+    parser.add_argument(
+        "--allow-ungrounded",
+        action="store_true",
+        help=f"exit 0 when the report is not grounded (status partial or not_found); without it "
+        f"such a run exits {EXIT_UNGROUNDED}",
+    )
     parser.set_defaults(func=run_research_command)
 
 
@@ -137,7 +149,15 @@ async def run_research_command(args: argparse.Namespace) -> int:
         print(json.dumps(outcome.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
         print_report(format_report(outcome, link), sys.stdout)
-    return 0
+    return exit_code(outcome.final_state, allow_ungrounded=args.allow_ungrounded)
+
+
+def exit_code(report: ResearchReport, *, allow_ungrounded: bool = False) -> int:
+    """0 for a grounded report; `EXIT_UNGROUNDED` (3) for a partial or not-found one unless
+    `allow_ungrounded`."""
+    if report.status == "grounded" or allow_ungrounded:
+        return 0
+    return EXIT_UNGROUNDED
 
 
 async def _follow(handle: WorkflowHandle[Any, ResearchOutcome], out: Any) -> ResearchOutcome:
@@ -199,6 +219,12 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
     lines = ["", "Summary", "-------", report.summary or "(no summary)", ""]
     if report.evidence_count == 0:
         lines += [NO_EVIDENCE_NOTE, ""]
+    lines += [
+        f"Status: {report.status} ({STATUS_TEXT[report.status]})   "
+        f"Confidence: {report.confidence:.2f}",
+        "",
+    ]
+    lines += format_parts(report)
     if report.structured_output:
         data = report.model_dump(mode="json", include={"structured_output"})["structured_output"]
         structured = json.dumps(data, indent=2, ensure_ascii=False)
@@ -213,7 +239,7 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
             *(f"- {claim}" for claim in report.removed_claims),
             "",
         ]
-    lines += ["Sources", "-------", *(f"- {s}" for s in report.sources or ["(none cited)"]), ""]
+    lines += ["Sources", "-------", *_source_lines(report), ""]
     score, threshold = report.grounding_score, report.grounding_threshold
     lines += [
         f"Grounding score: {score:.0%} of claims grounded (the run needs {threshold:.0%}); "
@@ -223,6 +249,7 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
         f"Replans: {report.replan_count}   "
         f"Regenerations: {report.regeneration_count}   "
         f"Ended: {report.end_reason}   "
+        f"Drafts: {len(report.drafts)}   "
         f"Evidence items: {report.evidence_count}   "
         f"Tokens: {report.usage.total_tokens}   "
         f"Cost: {usd(report.cost_usd)}",
@@ -230,6 +257,7 @@ def format_report(outcome: ResearchOutcome, link: str) -> str:
             f"Review {r.review_id}: {r.decision}" + (f" ({r.remark})" if r.remark else "")
             for r in report.reviews
         ),
+        *([f"Final report: {report.end_detail}"] if report.end_detail else []),
         f"Workflow: {outcome.workflow_id}",
         f"Web UI: {link}",
     ]
@@ -257,7 +285,47 @@ def _claim_lines(report: ResearchReport) -> list[str]:
         for citation in claim.citations:
             quote = " ".join(citation.quote.split())
             closest = "" if claim.grounded else "closest: "
-            lines.append(f'    {closest}[{citation.evidence}] {citation.reference}: "{quote}"')
+            lines.append(f'    {closest}{_cited(report, citation.reference)}: "{quote}"')
+    return lines
+
+
+STATUS_TEXT = {
+    "grounded": "every part of the question answered by grounded claims",
+    "partial": "some of the question is answered; see Parts",
+    "not_found": "the indexed documents do not answer the question",
+}
+
+
+def _source_lines(report: ResearchReport) -> list[str]:
+    """The Sources list, numbered as the summary's `[n]` marks cite it."""
+    if not report.sources:
+        return ["(none cited)"]
+    return [f"[{n}] {source}" for n, source in enumerate(report.sources, start=1)]
+
+
+def _cited(report: ResearchReport, reference: str) -> str:
+    """`[n] reference` with the number of the report's Sources list (the summary's numbering);
+    a passage the final report does not cite is named without a number."""
+    if reference in report.sources:
+        return f"[{report.sources.index(reference) + 1}] {reference}"
+    return reference
+
+
+def format_parts(report: ResearchReport) -> list[str]:
+    """The question's own parts, each answered (with the claims that answer it), partly answered
+    or not stated."""
+    if not report.parts:
+        return []
+    marks = {"answered": "✓", "partial": "~", "not_stated": "✗"}
+    lines = ["Parts of the question", "---------------------"]
+    for number, part in enumerate(report.parts, start=1):
+        lines.append(f"{marks[part.state]} {number}. {part.text} — {part.state.replace('_', ' ')}")
+        if part.statement:
+            lines.append(f"     {part.statement}")
+        for index in part.claims:
+            if 1 <= index <= len(report.claims):
+                lines.append(f"     {report.claims[index - 1].claim}")
+    lines.append("")
     return lines
 
 
@@ -296,7 +364,7 @@ def format_coverage(report: ResearchReport) -> list[str]:
             text = " ".join(passage.text.split())
             text = text if len(text) <= 160 else text[:160] + " …"
             where = f"{passage.source}#{passage.location}" if passage.location else passage.source
-            lines.append(f"     [{passage.evidence}] {where}: {text}")
+            lines.append(f"     {_cited(report, where)}: {text}")
         if entry.passages and entry.answered is False:
             lines.append("     found, but no grounded claim of the report answers it")
     lines.append("")

@@ -17,6 +17,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from sleuth.activities.attributes import (
     GROUNDING_SCORE,
     REPLAN_COUNT,
     RESEARCH,
+    RESEARCH_STATUS,
     REVIEW_STATE,
     TOTAL_TOKENS,
 )
@@ -98,6 +100,11 @@ class RunRow:
     """The research config or agent the run executes."""
     end_reason: str | None
     review_state: str | None
+    result: str | None = None
+    """A research run's end state (`grounded`, `partial`, `not_found`) once it is done."""
+    evaluations: int | None = None
+    """Drafts judged so far: the grounding score is the last one's while the run goes on, and the
+    final report's once it is done."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -172,14 +179,24 @@ async def _row(execution: WorkflowExecution) -> RunRow:
         duration_seconds=(end - execution.start_time).total_seconds()
         if execution.start_time
         else None,
-        grounding_score=pick(GROUNDING_SCORE, "grounding_score"),
+        grounding_score=_grounding(attributes.get(GROUNDING_SCORE), memo),
         replans=pick(REPLAN_COUNT, "replan_count"),
         tokens=pick(TOTAL_TOKENS, "total_tokens"),
         cost_usd=pick(COST_USD, "cost_usd"),
         name=attributes.get(RESEARCH) or memo.get("research") or memo.get("agent"),
         end_reason=pick(END_REASON, "end_reason") or memo.get("stop_reason"),
         review_state=review_state,
+        result=pick(RESEARCH_STATUS, "research_status"),
+        evaluations=memo.get("evaluations"),
     )
+
+
+def _grounding(attribute: float | None, memo: Mapping[str, Any]) -> float | None:
+    """The grounding score to show: the memo's (the last draft judged while the run goes on, the
+    final report's once it is done; the workflow rewrites it after every node), else the
+    attribute (runs that wrote no memo)."""
+    value = memo.get("grounding_score")
+    return float(value) if isinstance(value, int | float) else attribute
 
 
 def _status(status: WorkflowExecutionStatus | None) -> str:
@@ -195,6 +212,7 @@ def format_table(rows: list[RunRow]) -> str:
         "STARTED",
         "DURATION",
         "GROUNDING",
+        "RESULT",
         "REPLANS",
         "TOKENS",
         "COST",
@@ -206,7 +224,8 @@ def format_table(rows: list[RunRow]) -> str:
             row.status,
             row.started.astimezone().strftime("%Y-%m-%d %H:%M") if row.started else "-",
             _duration(row.duration_seconds),
-            f"{row.grounding_score:.0%}" if row.grounding_score is not None else "-",
+            _grounding_cell(row),
+            row.result or "-",
             str(row.replans) if row.replans is not None else "-",
             f"{row.tokens:,}" if row.tokens is not None else "-",
             usd(row.cost_usd) if row.cost_usd is not None else "-",
@@ -218,6 +237,16 @@ def format_table(rows: list[RunRow]) -> str:
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in [header, *body]
     )
+
+
+def _grounding_cell(row: RunRow) -> str:
+    """`62%`, with the draft it is for while a research run is judging drafts (`62% #2`)."""
+    if row.grounding_score is None:
+        return "-"
+    cell = f"{row.grounding_score:.0%}"
+    if row.status != "completed" and row.evaluations:
+        cell += f" #{row.evaluations}"
+    return cell
 
 
 def _duration(seconds: float | None) -> str:

@@ -10,7 +10,9 @@ Past its history budget it continues as new, carrying the state reference and th
 When `next_node` says `review`, the run waits durably for its `review` Update (a
 `ReviewDecision`); the `pending_review` Query shows what waits, the memo says "awaiting review"
 and the `SleuthReviewState` search attribute is `awaiting`. Counters, score, tokens and cost are
-upserted as search attributes as the run goes (see `sleuth.workflows.attributes`).
+upserted as search attributes as the run goes (see `sleuth.workflows.attributes`); at the end the memo
+and the attributes (`SleuthResearchStatus`, `SleuthGrounded`, `SleuthGroundingScore`) describe
+the final report, the best judged draft, not the last one.
 
 The plan node came later than the others: runs started before it (no `research-plan` marker in
 their history) go straight to execute, so their histories still replay.
@@ -177,24 +179,40 @@ class ResearchWorkflow:
             ),
             config,
         )
+        report = finished.report
         self._progress.status = "done"
-        self._progress.end_reason = finished.report.end_reason
-        workflow.upsert_memo({"status": "done", "end_reason": self._progress.end_reason})
-        self._attributes.upsert(
+        self._progress.end_reason = report.end_reason
+        self._progress.research_status = report.status
+        self._progress.best_draft = report.best_draft
+        self._progress.grounding_score = report.grounding_score
+        # The memo and attributes end on the final report (the best draft), not on the last
+        # draft judged: a worse replan's score never stands for the run.
+        workflow.upsert_memo(
             {
-                attributes.END_REASON: finished.report.end_reason,
-                attributes.GROUNDED: is_grounded(digest),
+                "status": "done",
+                "end_reason": report.end_reason,
+                "research_status": report.status,
+                "grounding_score": report.grounding_score,
+                "best_draft": report.best_draft,
+                "confidence": report.confidence,
             }
         )
-        metrics.record_run_end(
-            "research", request.research, finished.report.end_reason, finished.report.cost_usd
+        self._attributes.upsert(
+            {
+                attributes.END_REASON: report.end_reason,
+                attributes.GROUNDED: report.status == "grounded",
+                attributes.RESEARCH_STATUS: report.status,
+                attributes.GROUNDING_SCORE: report.grounding_score,
+            }
         )
+        metrics.record_run_end("research", request.research, report.end_reason, report.cost_usd)
         publish(
             self._stream,
             "research.finished",
             research=request.research,
             end_reason=self._progress.end_reason,
-            grounding_score=finished.report.grounding_score,
+            status=report.status,
+            grounding_score=report.grounding_score,
         )
         info = workflow.info()
         return ResearchOutcome(
@@ -327,6 +345,7 @@ class ResearchWorkflow:
         progress.total_tokens = digest.total_tokens
         progress.cost_usd = digest.cost_usd
         progress.revision_count = digest.revision_count
+        progress.best_draft = digest.best_draft
         if node == Node.GROUNDING_EVAL and digest.grounding_score is not None:
             metrics.record_grounding("research", progress.research, digest.grounding_score)
         workflow.upsert_memo(
@@ -336,6 +355,9 @@ class ResearchWorkflow:
                 "replan_count": digest.replan_count,
                 "regeneration_count": digest.regeneration_count,
                 "grounding_score": digest.grounding_score,
+                "evaluations": digest.draft_count,
+                "best_draft": digest.best_draft,
+                "best_score": digest.best_score,
                 "total_tokens": digest.total_tokens,
                 "cost_usd": round(digest.cost_usd, 6),
             }
@@ -389,8 +411,9 @@ class ResearchWorkflow:
 
 def _why(digest: ResearchDigest, score: str, parts: int, state: str) -> str:
     """Why a regenerate or replan runs: the score when the report is not grounded, and how many
-    sub-questions are in `state` (unanswered, not found) when any are."""
+    parts of the question itself are in `state` (unanswered, not found) when any are."""
     reasons = [] if is_grounded(digest) else [score]
     if parts:
-        reasons.append(f"{parts}/{digest.sub_question_count} sub-questions {state}")
+        noun = "part of the question" if parts == 1 else "parts of the question"
+        reasons.append(f"{parts} {noun} {state}")
     return "; ".join(reasons)

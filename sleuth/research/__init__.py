@@ -8,7 +8,7 @@ run ends with a `ResearchReport`.
 The modules follow the graph: `router` (the `Node` enum, the digest it reads, `next_node`,
 `end_reason`, `record_review`), `plan` (sub-questions and their coverage), `state` (what a run
 knows), `nodes` (the node functions and their prompts), `citations` (the numbered passages a
-writer cites), `report` (the typed report: deduplicate, order), `requote` (a report repaired by quoting the
+writer cites), `parts` (the question's own clauses and how a draft answers each), `report` (the typed report, the best-draft finishing step: deduplicate, order, one citation numbering), `requote` (a report repaired by quoting the
 evidence), `review` (what a reviewer is
 shown) and `spec` (`ResearchSpec`, the in-process runner).
 """
@@ -35,6 +35,7 @@ from sleuth.research.nodes import (
     summarize_node,
     unsupported_claims,
 )
+from sleuth.research.parts import asks_synthesis, judge_parts, question_parts
 from sleuth.research.plan import (
     MAX_SUB_QUESTIONS,
     PLAN_PROMPT,
@@ -46,8 +47,11 @@ from sleuth.research.report import (
     EvidenceRecord,
     ResearchReport,
     TokenUsage,
+    best_draft_index,
+    better_draft,
     build_final_state,
     dedupe_findings,
+    derived_confidence,
     finish,
     normalise,
     report_text,
@@ -87,12 +91,26 @@ from sleuth.research.state import (
     Citation,
     ClaimRecord,
     CoveragePassage,
+    Draft,
+    DraftRecord,
+    QuestionPart,
     Record,
     ResearchState,
+    ResearchStatus,
     SubQuestionCoverage,
 )
 
 __all__ = [
+    "Draft",
+    "DraftRecord",
+    "QuestionPart",
+    "ResearchStatus",
+    "asks_synthesis",
+    "best_draft_index",
+    "better_draft",
+    "derived_confidence",
+    "judge_parts",
+    "question_parts",
     "SubQuestionCoverage",
     "CoveragePassage",
     "is_covered",

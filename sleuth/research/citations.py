@@ -73,7 +73,7 @@ def drop_invented_citations(text: str, count: int) -> str:
     mark left with no number removed whole. Ranges (`[2-4]`) are read as the numbers they span."""
 
     def keep(match: re.Match[str]) -> str:
-        numbers = _cited_numbers(match.group(1))
+        numbers = cited_numbers(match.group(1))
         valid = [n for n in numbers if 1 <= n <= count]
         if valid == numbers:
             return match.group(0)
@@ -96,7 +96,8 @@ def drop_invented_in(value: Any, count: int) -> Any:
     return value
 
 
-def _cited_numbers(inside: str) -> list[int]:
+def cited_numbers(inside: str) -> list[int]:
+    """The numbers inside one `[...]` mark (`2, 4-6` -> 2, 4, 5, 6), each once."""
     numbers: list[int] = []
     for part in re.split(r"\s*[,;]\s*", inside):
         span = _RANGE.fullmatch(part.strip())

@@ -29,21 +29,35 @@ from sleuth.research.citations import (
     render_passages,
     writer_passages,
 )
+from sleuth.research.parts import (
+    answered_count,
+    asks_synthesis,
+    judge_parts,
+    part_aids,
+    part_texts,
+    state_uncovered,
+    with_answered_parts,
+)
 from sleuth.research.plan import (
     COVERED,
     PLAN_PROMPT,
     coverage,
     step_done,
     sub_question_prompt,
-    unanswered,
     uncovered,
-    with_answered,
     write_sub_questions,
 )
-from sleuth.research.report import dedupe_findings, dedupe_text_lists, report_text
+from sleuth.research.report import (
+    better_draft,
+    clean_text,
+    clean_value,
+    dedupe_findings,
+    dedupe_text_lists,
+    report_text,
+)
 from sleuth.research.requote import requoted
 from sleuth.research.router import Node
-from sleuth.research.state import ClaimRecord, ResearchState
+from sleuth.research.state import ClaimRecord, Draft, ResearchState
 from sleuth.runtime.telemetry import model_request
 from sleuth.tools import validation_problems
 from sleuth.usage.limits import BUDGET_EXHAUSTED, UsageLimitExceeded, UsageLimits
@@ -316,10 +330,36 @@ async def grounding_eval_node(spec: ResearchSpec, state: ResearchState) -> Resea
         )
         for verdict in report.claims
     ]
-    grounded_claims = [record.claim for record in records if record.grounded]
+    answered = with_answered_parts(state.coverage, records)
+    parts = judge_parts(part_texts(state), state.sub_questions, answered, records)
+    writer = state.nodes[-1] if state.nodes else Node.SUMMARIZE
+    draft = Draft(
+        index=len(state.drafts) + 1,
+        node=writer.value,
+        grounding_score=report.score,
+        parts_answered=answered_count(parts),
+        summary=state.summary,
+        structured_output=state.structured_output,
+        output_error=state.output_error,
+        claims=records,
+        parts=parts,
+        passage_references=state.passage_references,
+        removed_claims=state.removed_claims,
+        grounding_method=report.method,
+        grounding_judge=report.judge,
+        claim_threshold_used=report.threshold,
+        coverage=answered,
+    )
+    best = state.drafts[state.best_draft - 1] if state.best_draft else None
+    best = draft if better_draft(draft, best) else best
     return state.model_copy(
         update={
-            "coverage": with_answered(state.coverage, grounded_claims),
+            "coverage": answered,
+            "parts": parts,
+            "drafts": [*state.drafts, draft],
+            "draft_count": draft.index,
+            "best_draft": best.index if best is not None else 0,
+            "best_score": best.grounding_score if best is not None else None,
             "grounding_score": report.score,
             "grounding_method": report.method,
             "grounding_judge": report.judge,
@@ -340,7 +380,8 @@ async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchS
     spec says `regenerate="rewrite"`, when the repair would leave no claim or break the output
     schema, and with a reviewer's remark (a `revise` decision): the rewrite then follows the
     remark too, and counts as a revision, not a regeneration."""
-    if spec.regenerate == "requote" and not state.review_remark:
+    synthesis = _synthesis_text(state)
+    if spec.regenerate == "requote" and not state.review_remark and not synthesis:
         repaired = requoted(state, spec.output_schema)
         if repaired is not None:
             return state.model_copy(update={**repaired, **_counted(state, "regeneration_count")})
@@ -353,6 +394,7 @@ async def regenerate_node(spec: ResearchSpec, state: ResearchState) -> ResearchS
         + "\n\nUnsupported claims (what failed, and what the passages say):\n"
         + unsupported_claims(state)
         + _unanswered_text(state)
+        + synthesis
         + _remark_text(state),
     )
     update = await _write_report(spec, meter, messages, _numbered(state))
@@ -372,8 +414,10 @@ async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState
     With a reviewer's remark (a `revise` decision on the plan) the current plan is rewritten to
     follow it; that counts as a revision, not a replan, and replaces the plan under review."""
     meter = _Meter(spec.model, state)
-    missing = uncovered(state)
-    gaps = _gaps(state, missing)
+    missing_parts = state_uncovered(state)
+    aids = part_aids(part_texts(state), state.sub_questions)
+    missing = sorted({j for i in missing_parts for j in aids[i] if j in uncovered(state)})
+    gaps = _gaps(state, missing_parts)
     current = f"\n\nCurrent plan:\n{state.focused_prompt}" if state.review_remark else ""
     response = await meter.request(
         [
@@ -402,10 +446,48 @@ async def replan_node(spec: ResearchSpec, state: ResearchState) -> ResearchState
 
 def _unanswered_text(state: ResearchState) -> str:
     """The parts of the question the passages answer and the report does not (nothing if none)."""
-    missing = unanswered(state)
+    missing = _unanswered_parts(state)
     if not missing:
         return ""
-    return f"\n\nParts of the question the report leaves unanswered:\n{_parts(state, missing)}"
+    listed = "\n".join(f"- {state.parts[i].text}" for i in missing)
+    return f"\n\nParts of the question the report leaves unanswered:\n{listed}"
+
+
+def _unanswered_parts(state: ResearchState) -> list[int]:
+    """0-based indices of the question's parts the evidence covers and the last judged draft does
+    not answer."""
+    if not state.drafts:
+        return []
+    covered = set(range(len(state.parts))) - set(state_uncovered(state))
+    return [i for i in sorted(covered) if state.parts[i].state != "answered"]
+
+
+def _synthesis_text(state: ResearchState) -> str:
+    """For each unanswered part that asks for a comparison or a reason, the passages that cover
+    it, to be combined into one claim in the writer's own words: no quoted sentence of one
+    passage compares or explains (nothing when there is no such part)."""
+    lines = []
+    passages = writer_passages(state)
+    keys = [" ".join(p.text.split()) for p in passages]
+    aids = part_aids(part_texts(state), state.sub_questions)
+    for index in _unanswered_parts(state):
+        part = state.parts[index]
+        if not asks_synthesis(part.text):
+            continue
+        entries = [state.coverage[j] for j in aids[index] if j < len(state.coverage)]
+        texts = [" ".join(p.text.split()) for e in entries for p in e.passages]
+        numbers = sorted(
+            {n for n, key in enumerate(keys, start=1) if any(t in key or key in t for t in texts)}
+        )
+        cite = f" (combine passages {', '.join(f'[{n}]' for n in numbers)})" if numbers else ""
+        lines.append(f"- {part.text}{cite}")
+    if not lines:
+        return ""
+    return (
+        "\n\nThese parts ask for a comparison or a reason. Answer each in your own words in one "
+        "or two sentences that combine what the passages say, citing every passage you combine; "
+        "a quoted sentence that only mentions the topic does not answer them:\n" + "\n".join(lines)
+    )
 
 
 def _remark_text(state: ResearchState) -> str:
@@ -430,16 +512,14 @@ def _counted(state: ResearchState, counter: str) -> dict[str, Any]:
     return _revision(state) or {counter: current + 1}
 
 
-def _parts(state: ResearchState, indices: list[int]) -> str:
-    """The sub-questions at `indices`, one `- ` line each."""
-    return "\n".join(f"- {state.sub_questions[i]}" for i in indices)
-
-
 def _gaps(state: ResearchState, missing: list[int]) -> str:
-    """What the replan prompt names: the uncovered sub-questions and the ungrounded claims."""
+    """What the replan prompt names: the question's parts with no evidence (`missing`, 0-based)
+    and the ungrounded claims."""
     parts = []
     if missing:
-        parts.append(f"Parts of the question with no evidence yet:\n{_parts(state, missing)}")
+        texts = part_texts(state)
+        listed = "\n".join(f"- {texts[i]}" for i in missing)
+        parts.append(f"Parts of the question with no evidence yet:\n{listed}")
     if any(not c.grounded for c in state.claims) or not missing:
         parts.append(f"Unsupported claims:\n{unsupported_claims(state)}")
     return "\n\n".join(parts)
@@ -452,13 +532,15 @@ async def _write_report(
     spec: ResearchSpec, model: Model, messages: list[Message], passages: list[str]
 ) -> dict[str, Any]:
     """Ask for the report (`_written_report`), then drop every inline `[n]` the writer cited
-    beyond `passages`, the references of the numbered passages its prompt gave."""
+    beyond `passages`, the references of the numbered passages its prompt gave, and every
+    pointer into a document the reader does not have (`see section 4.2`) and repeated sentence
+    (`report.clean_text`): a claim is judged without them."""
     update = await _written_report(spec, model, messages)
     count = len(passages)
-    update["summary"] = drop_invented_citations(update["summary"], count)
+    update["summary"] = clean_text(drop_invented_citations(update["summary"], count))
     structured = update["structured_output"]
     if structured is not None and spec.output_schema is not None:
-        cleaned = drop_invented_in(structured, count)
+        cleaned = clean_value(drop_invented_in(structured, count))
         # A schema that constrains the text itself keeps the writer's own strings.
         with contextlib.suppress(ValidationError):
             update["structured_output"] = spec.output_schema.model_validate(cleaned).model_dump(
@@ -578,13 +660,14 @@ def grounded_text(state: ResearchState) -> str:
 def _writer_messages(
     state: ResearchState, task: str, *, include_chain: bool, extra: str = ""
 ) -> list[Message]:
-    """A writer node's request: `WRITER_PROMPT`, then the question, its parts (the plan's
-    sub-questions, so the report answers each; the 1.5B otherwise left the last part out), the
+    """A writer node's request: `WRITER_PROMPT`, then the question, its parts (`_asked`, so the
+    report answers each; the 1.5B otherwise left the last part out), the
     research notes and the passages (the same text for every writer of a round), then the causal chain, `extra` and the
     node's `task` last, so the writers share the longest prefix."""
     parts = [f"Question:\n{state.prompt}"]
-    if len(state.sub_questions) > 1:
-        listed = "\n".join(f"{n}. {q}" for n, q in enumerate(state.sub_questions, start=1))
+    asked = _asked(state)
+    if len(asked) > 1:
+        listed = "\n".join(f"{n}. {q}" for n, q in enumerate(asked, start=1))
         parts.append(f"Its parts (answer each one the passages answer):\n{listed}")
     if state.findings:
         parts.append(f"Research notes:\n{state.findings}")
@@ -596,6 +679,19 @@ def _writer_messages(
         Message(role="system", content=WRITER_PROMPT),
         Message(role="user", content="\n\n".join(parts)),
     ]
+
+
+def _asked(state: ResearchState) -> list[str]:
+    """What the writers are asked to answer, in order: for each part of the question, the
+    sub-questions that research it (self-contained, as the planner wrote them), else the part
+    itself. A sub-question the planner added that researches no part is left out: the writer
+    answers what the user asked."""
+    texts = part_texts(state)
+    aids = part_aids(texts, state.sub_questions)
+    asked: list[str] = []
+    for part, researched in zip(texts, aids, strict=True):
+        asked.extend([state.sub_questions[j] for j in researched] or [part])
+    return asked
 
 
 def _numbered(state: ResearchState) -> list[str]:

@@ -26,9 +26,15 @@ from sleuth.grounding.checks import content_stems
 from sleuth.grounding.claims import BULLET, SENTENCE_END, split_claims
 from sleuth.grounding.passages import Passage
 from sleuth.research.citations import writer_passages
+from sleuth.research.parts import part_aids
 from sleuth.research.plan import answers, unanswered
 from sleuth.research.report import normalise, report_text, within
-from sleuth.research.state import ClaimRecord, ResearchState
+from sleuth.research.state import (
+    ClaimRecord,
+    CoveragePassage,
+    ResearchState,
+    SubQuestionCoverage,
+)
 
 FILL_MIN_WORDS = 5
 FILL_MAX_WORDS = 60
@@ -155,10 +161,10 @@ def _fills(state: ResearchState, replacements: list[str]) -> list[str]:
     passages = writer_passages(state)
     stated = [normalise(c.claim) for c in state.claims] + [normalise(r) for r in replacements]
     fills: list[str] = []
-    for index in unanswered(state):
-        entry = state.coverage[index]
-        if any(answers(quote, entry.question) for quote in replacements):
+    for question, covering in _unanswered_parts(state):
+        if any(answers(quote, question) for quote in replacements):
             continue
+        entry = SubQuestionCoverage(question=question, passages=covering)
         wanted = set(content_stems(entry.question))
         best, best_rank = "", (0, 0.0)
         for passage in entry.passages:
@@ -173,6 +179,23 @@ def _fills(state: ResearchState, replacements: list[str]) -> list[str]:
         stated.append(key)
         fills.append(_cited(best, passages))
     return fills
+
+
+def _unanswered_parts(state: ResearchState) -> list[tuple[str, list[CoveragePassage]]]:
+    """Each part of the question that the last judged draft does not answer, with the passages
+    that cover it (those of the sub-questions that research it); the sub-questions the report
+    leaves unanswered in a run whose parts were never judged."""
+    if not state.parts or not state.drafts:
+        return [(state.coverage[i].question, state.coverage[i].passages) for i in unanswered(state)]
+    aids = part_aids([p.text for p in state.parts], state.sub_questions)
+    found = []
+    for part, researched in zip(state.parts, aids, strict=True):
+        covering = [
+            p for j in researched if j < len(state.coverage) for p in state.coverage[j].passages
+        ]
+        if part.state != "answered" and covering:
+            found.append((part.text, covering))
+    return found
 
 
 def _prose_sentences(text: str) -> list[tuple[str, float]]:

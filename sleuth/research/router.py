@@ -121,10 +121,19 @@ class ResearchDigest(BaseModel):
     next_sub_question: int = Field(default=0, ge=0)
     """The 1-based number of the sub-question the next execute step researches (0: none pending)."""
     uncovered_count: int = Field(default=0, ge=0)
-    """Sub-questions no evidence passage answers yet: a reason to replan, like an ungrounded claim."""
+    """Parts of the question itself (`sleuth.research.parts.question_parts`) no evidence passage
+    answers yet: a reason to replan, like an ungrounded claim. A planner's sub-question that
+    researches no part of the question never counts here."""
     unanswered_count: int = Field(default=0, ge=0)
-    """Covered sub-questions no grounded claim of the last judged report answers: a reason to
-    regenerate (the evidence is there; the report left it out)."""
+    """Parts of the question the evidence answers and no grounded claim of the last judged report
+    does: a reason to regenerate (the evidence is there; the report left it out)."""
+    draft_count: int = Field(default=0, ge=0)
+    """Drafts of the report judged so far."""
+    best_draft: int = Field(default=0, ge=0)
+    """The 1-based number of the best judged draft so far (0: none judged yet): the one the run
+    ends with unless a later one is better (`sleuth.research.report.better_draft`)."""
+    best_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The grounding score of the best judged draft so far."""
 
     @field_validator("node", mode="before")
     @classmethod
@@ -159,7 +168,7 @@ def budget_spent(state: ResearchDigest | Mapping[str, Any]) -> bool:
 
 
 def is_covered(state: ResearchDigest | Mapping[str, Any]) -> bool:
-    """Whether evidence answers every sub-question of the plan (vacuously true without one)."""
+    """Whether evidence answers every part of the question itself (`uncovered_count` is 0)."""
     return _as_digest(state).uncovered_count == 0
 
 

@@ -39,7 +39,8 @@ from sleuth.research.nodes import (
     replan_node,
     summarize_node,
 )
-from sleuth.research.plan import MAX_SUB_QUESTIONS, unanswered, uncovered
+from sleuth.research.parts import question_parts, state_unanswered, state_uncovered
+from sleuth.research.plan import MAX_SUB_QUESTIONS
 from sleuth.research.report import ResearchReport, build_final_state, finish
 from sleuth.research.review import ask_reviewer
 from sleuth.research.router import (
@@ -50,7 +51,7 @@ from sleuth.research.router import (
     next_node,
     unknown_node,
 )
-from sleuth.research.state import ResearchState
+from sleuth.research.state import QuestionPart, ResearchState
 from sleuth.runtime.errors import InvalidSettingError
 from sleuth.runtime.events import emit
 from sleuth.runtime.telemetry import span
@@ -291,6 +292,7 @@ class ResearchSpec:
             max_cost_usd=budget,
             review=inputs.review or spec_review,
             claim_threshold=_pick(inputs.claim_threshold, self.claim_threshold),
+            parts=[QuestionPart(text=part) for part in question_parts(inputs.prompt)],
         )
 
     def check_priced(self) -> None:
@@ -408,8 +410,9 @@ class ResearchSpec:
             updated.sub_question_count = len(updated.sub_questions)
             updated.pending_count = len(updated.pending)
             updated.next_sub_question = updated.pending[0] + 1 if updated.pending else 0
-            updated.uncovered_count = len(uncovered(updated))
-            updated.unanswered_count = len(unanswered(updated))
+            missing = state_uncovered(updated)
+            updated.uncovered_count = len(missing)
+            updated.unanswered_count = len(state_unanswered(updated, missing))
             node_span.set_attributes(
                 {
                     "sleuth.tokens": updated.total_tokens - state.total_tokens,
@@ -462,7 +465,7 @@ class ResearchSpec:
         """The one step that ends a run, in both runners: record the `reason` the runner decided
         (it never routes itself) and build the report, the structured output as an instance of
         `output_schema`. `evidence_chars` caps the evidence text the report keeps inline."""
-        state = finish(state, reason)
+        state = finish(state, reason, self.output_schema)
         report = build_final_state(
             state, output_schema=self.output_schema, evidence_chars=evidence_chars
         )
@@ -555,7 +558,13 @@ def create_research_workflow(
     threshold is regenerated: by default each unsupported claim is replaced by the quote of the
     evidence closest to it, or dropped (`regenerate="requote"`, no model call; the claims taken
     out are the report's `removed_claims`); `regenerate="rewrite"` asks the writer model to
-    rewrite the report instead. Run it with
+    rewrite the report instead (a part of the question that asks for a comparison or a reason,
+    left unanswered, is always rewritten by the writer from the passages it combines). Every
+    judged draft is kept and the run ends with the best one (grounding score, then parts of the
+    question answered); only the question's own parts, never a planner-only sub-question, make
+    it replan. `report.status` is `grounded`, `partial` or `not_found`, `report.confidence` is
+    derived from the grounding, and every `[n]` cites `report.sources[n - 1]` (see
+    docs/research-loop.md). Run it with
     `result = await spec.execute({"prompt": ...})`; `result.final_state` is a `ResearchReport`:
     `report: Report = result.final_state["structured_output"]`, `["grounding_score"]`,
     `["replan_count"]` (or the same as attributes).

@@ -7,7 +7,7 @@ the router, which reads nothing else).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -22,6 +22,11 @@ __all__ = [
     "Citation",
     "ClaimRecord",
     "CoveragePassage",
+    "Draft",
+    "DraftRecord",
+    "PartState",
+    "QuestionPart",
+    "ResearchStatus",
     "Record",
     "ResearchDigest",
     "ResearchState",
@@ -90,6 +95,67 @@ class SubQuestionCoverage(Record):
     unanswered is a reason to regenerate."""
 
 
+PartState = Literal["answered", "partial", "not_stated"]
+"""How a report answers one part of the question: with grounded claims, in part, or not at all
+(the sources do not state it)."""
+ResearchStatus = Literal["grounded", "partial", "not_found"]
+"""How a finished run answers the question: `grounded` (its report met the grounding threshold
+and answers every part), `partial` (something of it is grounded: some parts answered or partly
+answered, or the report is short of the threshold), `not_found` (no part is answered: the
+sources do not state it)."""
+
+
+class QuestionPart(Record):
+    """One of the question's own parts (a clause the user asked, not a planner's sub-question) and
+    how the report answers it."""
+
+    text: str
+    state: PartState = "not_stated"
+    claims: list[int] = Field(default_factory=list)
+    """1-based indices into the report's `claims`: the grounded claims that answer this part."""
+    statement: str = ""
+    """For a part not stated (or partly answered), the sentence the answer prints about it, e.g.
+    "The indexed documents do not say …" ("" for an answered part)."""
+
+
+class DraftRecord(Record):
+    """One judged draft of the report: which node wrote it and how it scored."""
+
+    index: int
+    """1-based, in the order the drafts were judged."""
+    node: str
+    """The node that wrote it (`summarize`, `regenerate`)."""
+    grounding_score: float
+    parts_answered: float
+    """The question's parts it answers: 1 per part answered, ½ per part partly answered."""
+    summary: str
+
+
+class Draft(DraftRecord):
+    """A judged draft with everything needed to make it the final report again."""
+
+    structured_output: dict[str, Any] | None = None
+    output_error: str | None = None
+    claims: list[ClaimRecord] = Field(default_factory=list)
+    parts: list[QuestionPart] = Field(default_factory=list)
+    passage_references: list[str] = Field(default_factory=list)
+    removed_claims: list[str] = Field(default_factory=list)
+    grounding_method: str = "none"
+    grounding_judge: str = ""
+    claim_threshold_used: float | None = None
+    coverage: list[SubQuestionCoverage] = Field(default_factory=list)
+
+    def rank(self) -> tuple[float, float]:
+        """What makes one draft better than another: its grounding score, then how much of the
+        question it answers."""
+        return (self.grounding_score, self.parts_answered)
+
+    def record(self) -> DraftRecord:
+        return DraftRecord.model_validate(
+            {name: getattr(self, name) for name in DraftRecord.model_fields}
+        )
+
+
 class ResearchState(ResearchDigest):
     """Everything one research run knows. Serialisable: the durable runner stores it by reference."""
 
@@ -146,6 +212,20 @@ class ResearchState(ResearchDigest):
     writes the plan or summary again consumes it."""
     reviews: list[ReviewRecord] = Field(default_factory=list)
     """The reviews decided so far, in order."""
+    parts: list[QuestionPart] = Field(default_factory=list)
+    """The question's own parts (`sleuth.research.parts.question_parts`) and how the last judged
+    draft answers them."""
+    drafts: list[Draft] = Field(default_factory=list)
+    """Every judged draft of the report, in order: the run ends with the best of them."""
+    status: ResearchStatus | None = None
+    """Set by the finish step: how the final report answers the question."""
+    confidence: float | None = None
+    """Set by the finish step: derived from the final report's grounding."""
+    end_detail: str = ""
+    """Set by the finish step: which draft became the final report, and why."""
+    sources: list[str] = Field(default_factory=list)
+    """Set by the finish step: what an inline `[n]` of the final report refers to
+    (`sources[n - 1]`)."""
 
     def digest(self) -> ResearchDigest:
         """The router's view, without the (possibly large) evidence."""

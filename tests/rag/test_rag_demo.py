@@ -115,9 +115,10 @@ async def test_research_over_the_demo_corpus_cites_real_chunks(sleuth_home: Path
                     return chunk.text, start - low, end - low
         raise AssertionError(f"{reference} is in no chunk the run retrieved")
 
-    # Each `[n]` of the summary is passage n of the writer's prompt: its sentence is in the store.
+    # Each `[n]` of the summary is source n of the report (one numbering): its sentence is in
+    # the store.
     for quote, number in cited:
-        reference = final["passage_references"][int(number) - 1]
+        reference = final["sources"][int(number) - 1]
         assert reference.startswith(SOURCE_PREFIX)
         text_of_chunk, start, end = stored_text(reference)
         shown = " ".join(text_of_chunk[start:end].split())  # the prompt joins lines

@@ -19,6 +19,7 @@ from sleuth.research import (
     node_of_request,
     parse_sub_questions,
 )
+from sleuth.research.parts import question_parts
 from sleuth.research.plan import answers, sub_question_prompt, unanswered, with_answered
 from sleuth.research.state import ResearchState, SubQuestionCoverage
 from sleuth.workers.cli_research import format_report
@@ -161,18 +162,23 @@ def test_a_claim_answers_a_part_when_it_holds_half_the_parts_words() -> None:
 
 async def test_a_part_the_report_leaves_unanswered_is_answered_by_quoting_its_passage() -> None:
     script, docs = three_part_script(), DocsSearch()
-    # The writer answers two of the three parts; the evidence covers all three.
-    script.summary = f"{FACTS['receive']} {FACTS['suppress']}"
+    # The writer answers two of the three parts; the evidence covers all three. The part left
+    # out asks for a single fact, so quoting its passage answers it.
+    script.summary = f"{FACTS['receive']} {FACTS['finally']}"
     script.rewrite = script.summary
     spec = create_research_workflow(model=scripted_model(script), tools=[docs.tool()])
     report = (await spec.execute(QUESTION)).final_state
     assert report.nodes[-3:] == ["grounding_eval", "regenerate", "grounding_eval"]
     assert script.seen.count("regenerate") == 0, "the repair quotes; the writer is not asked"
     assert report.regeneration_count == 1 and report.score_history == [1.0, 1.0]
-    # The third part's passage, quoted with its number among the writer's passages.
-    assert report.summary.endswith(f"{FACTS['finally'][:-1]} [3].")
+    # The second part's passage, quoted with its number among the report's sources.
+    quoted = FACTS["suppress"][:-1]
+    assert quoted in report.summary
+    number = next(n for n, s in enumerate(report.sources, 1) if s.startswith("reference#suppress"))
+    assert f"{quoted} [{number}]." in report.summary
     assert [entry.answered for entry in report.coverage] == [True, True, True]
     assert report.end_reason == "grounded" and report.removed_claims == []
+    assert report.status == "grounded" and report.best_draft == 2
     # Without a regeneration left the run ends there, and the report says which part it left out.
     script.seen.clear()
     no_regeneration = create_research_workflow(
@@ -180,14 +186,38 @@ async def test_a_part_the_report_leaves_unanswered_is_answered_by_quoting_its_pa
     )
     left_out = (await no_regeneration.execute(QUESTION)).final_state
     assert left_out.end_reason == "grounded" and left_out.regeneration_count == 0
-    assert [entry.answered for entry in left_out.coverage] == [True, True, False]
+    assert [entry.answered for entry in left_out.coverage] == [True, False, True]
+    assert [part.state for part in left_out.parts] == ["answered", "not_stated", "answered"]
+    assert left_out.status == "partial"
+    assert "The indexed documents do not say how does it suppress an exception." in (
+        left_out.summary
+    )
     outcome = ResearchOutcome(
         final_state=left_out, state_ref="ref", research="docs", workflow_id="w", run_id="r"
     )
     printed = format_report(outcome, "http://ui").split("Coverage\n--------\n", 1)[1]
-    assert printed.split("\n\n", 1)[0].endswith(
-        "\n     found, but no grounded claim of the report answers it"
+    assert "✗ 2. " + SUB_QUESTIONS[1] not in printed
+    assert "found, but no grounded claim of the report answers it" in printed.split("\n\n", 1)[0]
+
+
+async def test_a_comparison_the_report_leaves_unanswered_is_rewritten_not_quoted() -> None:
+    """A part that asks for a comparison is answered in the writer's words from the passages it
+    combines: a quoted sentence is no comparison, so the regeneration asks the writer."""
+    script, docs = three_part_script(), DocsSearch()
+    script.summary = f"{FACTS['receive']} {FACTS['suppress']}"
+    compared = (
+        "Like try/finally, a with statement always runs its exit code, and its __exit__ can "
+        "also suppress the exception [3]."
     )
+    script.rewrite = f"{script.summary} {compared}"
+    model, prompts = asking(script, "regenerate")
+    spec = create_research_workflow(model=model, tools=[docs.tool()])
+    report = (await spec.execute(QUESTION)).final_state
+    assert len(prompts) == 1, "the writer rewrites; the comparison is not quoted"
+    assert "ask for a comparison or a reason" in prompts[0]
+    assert question_parts(QUESTION)[2] + " (combine passages" in prompts[0]
+    assert report.parts[2].state == "answered" and report.best_draft == 2
+    assert "Like try/finally" in report.summary
 
 
 async def test_a_rewrite_is_told_the_parts_the_report_leaves_unanswered() -> None:
@@ -198,10 +228,12 @@ async def test_a_rewrite_is_told_the_parts_the_report_leaves_unanswered() -> Non
     spec = create_research_workflow(model=model, tools=[docs.tool()], regenerate="rewrite")
     report = (await spec.execute(QUESTION)).final_state
     assert len(prompts) == 1
+    # The question's own part is named (not the planner's wording of it).
     assert (
-        "Parts of the question the report leaves unanswered:\n- " + SUB_QUESTIONS[2] in prompts[0]
+        "Parts of the question the report leaves unanswered:\n- " + question_parts(QUESTION)[2]
+        in prompts[0]
     )
-    assert SUB_QUESTIONS[0] not in prompts[0].split("leaves unanswered:", 1)[1]
+    assert question_parts(QUESTION)[0] not in prompts[0].split("leaves unanswered:", 1)[1]
     assert report.summary == everything and report.end_reason == "grounded"
     assert [entry.answered for entry in report.coverage] == [True, True, True]
 
@@ -275,8 +307,10 @@ async def test_an_uncovered_part_produces_a_replan_that_names_it() -> None:
     assert report.nodes.count("execute") == 4
     assert docs.queries == [*SUB_QUESTIONS, SUB_QUESTIONS[2]]
     assert len(replans) == 1
-    assert "Parts of the question with no evidence yet:\n- " + SUB_QUESTIONS[2] in replans[0]
-    assert SUB_QUESTIONS[0] not in replans[0]
+    # The replan names the question's own part that has no evidence (not the planner's wording).
+    parts = question_parts(QUESTION)
+    assert "Parts of the question with no evidence yet:\n- " + parts[2] in replans[0]
+    assert parts[0] not in replans[0] and SUB_QUESTIONS[0] not in replans[0]
     assert report.score_history == [pytest.approx(2 / 3, abs=1e-3), 1.0]
     assert all(entry.covered for entry in report.coverage)
     assert report.coverage[2].evidence == [4] and report.coverage[2].researched == 2

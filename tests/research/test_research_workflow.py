@@ -304,7 +304,11 @@ async def test_the_durable_report_comes_back_typed_with_its_schema(
     # JSON on the wire; one call gives the instance back.
     assert isinstance(report.structured_output, dict) and report.output_schema == "Report"
     typed = report.parsed(Report)
-    assert isinstance(typed, Report) and typed.key_findings == ["Gartner measured the growth."]
+    # The finding the checks doubt is out of the answer; the list it leaves empty is filled from
+    # the grounded claims, and the confidence is derived from the grounding.
+    assert isinstance(typed, Report) and typed.key_findings == [FACT]
+    assert "Gartner measured the growth." in report.removed_claims
+    assert typed.confidence == report.confidence
 
     class Other(BaseModel):
         verdict: str
@@ -399,7 +403,7 @@ async def test_an_uncovered_part_replans_durably(time_env: WorkflowEnvironment) 
     assert report.replan_count == 1 and report.regeneration_count == 0
     assert docs.queries == [*SUB_QUESTIONS, SUB_QUESTIONS[2]]
     summaries = activity_summaries(events)
-    assert "docs: replan 1/2 (1/3 sub-questions not found)" in summaries
+    assert "docs: replan 1/2 (1 part of the question not found)" in summaries
     assert "docs: execute sub-question 3/3 again after replan 1" in summaries
     assert all(entry.covered for entry in report.coverage)
     assert report.end_reason == "grounded"
@@ -409,16 +413,20 @@ async def test_a_part_the_report_leaves_unanswered_is_quoted_in_durably(
     time_env: WorkflowEnvironment,
 ) -> None:
     script = three_part_script()
-    script.summary = script.rewrite = f"{FACTS['receive']} {FACTS['suppress']}"
+    # The part left out asks for a single fact: quoting its passage answers it (a comparison
+    # would be rewritten by the writer instead).
+    script.summary = script.rewrite = f"{FACTS['receive']} {FACTS['finally']}"
     outcome, events, _ = await run(
         time_env,
         docs_app(script, DocsSearch()),
         ResearchRequest(prompt=QUESTION, research="docs"),
     )
     report = outcome.final_state
-    assert "docs: regenerate 1/1 (1/3 sub-questions unanswered)" in activity_summaries(events)
-    assert report.summary.endswith(f"{FACTS['finally'][:-1]} [3].")
+    assert "docs: regenerate 1/1 (1 part of the question unanswered)" in activity_summaries(events)
+    number = next(n for n, s in enumerate(report.sources, 1) if s.startswith("reference#suppress"))
+    assert report.summary.endswith(f"{FACTS['suppress'][:-1]} [{number}].")
     assert [entry.answered for entry in report.coverage] == [True, True, True]
+    assert report.status == "grounded" and report.best_draft == 2
     assert report.regeneration_count == 1 and report.end_reason == "grounded"
 
 
@@ -448,7 +456,9 @@ async def test_the_durable_report_lists_each_finding_and_source_once(
         "Gartner measured the growth.",
     ]
     typed = report.parsed(Report)
-    assert typed is not None and typed.key_findings == once
+    # Each finding judged once; the one the judge rejected is kept out of the answer.
+    assert typed is not None and typed.key_findings == once[:1]
+    assert report.removed_claims == once[1:]
     assert [c.claim for c in report.claims] == once
     # One source, once (located at the quoted sentence: `gartner-2024.pdf#chars a-b`).
     assert [source.split("#")[0] for source in report.sources] == ["gartner-2024.pdf"]

@@ -53,7 +53,9 @@ BAD_INPUTS: dict[str, list[str]] = {
 def test_every_workflow_type_has_an_example_that_fits_its_input() -> None:
     assert set(INPUT_EXAMPLES) == set(WORKFLOW_TYPES)
     for name in WORKFLOW_TYPES:
-        [model] = temporal_workflow._Definition.must_from_class(getattr(sleuth.workflows, name)).arg_types
+        [model] = temporal_workflow._Definition.must_from_class(
+            getattr(sleuth.workflows, name)
+        ).arg_types
         model.model_validate(INPUT_EXAMPLES[name])
 
 

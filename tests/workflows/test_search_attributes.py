@@ -155,9 +155,15 @@ async def test_runs_are_found_by_grounding_score_with_the_temporal_cli(embedded:
     assert table.returncode == 0, table.stderr
     header, *lines = table.stdout.splitlines()
     assert header.split() == [
-        "ID", "KIND", "STATUS", "STARTED", "DURATION", "GROUNDING", "REPLANS", "TOKENS", "COST"
+        "ID", "KIND", "STATUS", "STARTED", "DURATION", "GROUNDING", "RESULT", "REPLANS",
+        "TOKENS", "COST"
     ]  # fmt: skip
     assert len(lines) == 3 and sum("0%" in line.split() for line in lines) == 1
+    # The research status is on the run: a new Keyword attribute, and the RESULT column.
+    assert row["result"] == ungrounded.final_state.status != "grounded"
+    assert sum("grounded" in line.split() for line in lines) == 2
+    status = temporal_list(address, f"{mine} AND SleuthResearchStatus = 'grounded'")
+    assert {r["execution"]["workflowId"] for r in status} == {o.workflow_id for o in grounded}
 
 
 async def test_a_run_awaiting_review_is_findable_and_sleuth_review_decides_it(
