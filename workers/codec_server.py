@@ -3,9 +3,13 @@ shows decrypted payloads.
 
 `POST /encode` and `POST /decode` take `{"payloads": [{"metadata": {...}, "data": "..."}]}` (the
 JSON form of `temporal.api.common.v1.Payloads`, bytes in base64) and answer in the same shape.
-Browsers may call it only from the allowed origins (the Web UI's), answered with CORS headers.
-It listens on loopback by default: anyone who can reach it can decrypt, as anyone who can reach
-the Web UI can read.
+The Web UI sends failures the same way: a failure's encoded attributes (its message and stack
+trace, see `workers/codec.py`) arrive as one payload of such a list. Browsers may call it only
+from the allowed origins (the Web UI's), answered with CORS headers. It listens on loopback by
+default: anyone who can reach it can decrypt, as anyone who can reach the Web UI can read.
+
+A request needs one decimal `Content-Length` of at most `MAX_BODY_BYTES` (else 411, 400 or 413,
+and the connection is closed unread), so each request holds at most one capped body in memory.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from sleuth.workers.codec import AESGCMCodec, EncryptionKeyError
 MAX_BODY_BYTES = 16 << 20
 """Largest request body accepted (Temporal's own payload limit is lower)."""
 ALLOWED_HEADERS = "Content-Type, X-Namespace, Authorization"
+READ_TIMEOUT_SECONDS = 30.0
+"""A connection that sends nothing for this long is closed (a slow sender holds no thread)."""
 
 
 class CodecServer(ThreadingHTTPServer):
@@ -50,6 +56,7 @@ class CodecServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: CodecServer
+    timeout = READ_TIMEOUT_SECONDS
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -63,11 +70,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Access-Control-Allow-Headers", ALLOWED_HEADERS)
             self.send_header("Vary", "Origin")
 
-    def _reply(self, status: HTTPStatus, body: bytes, content_type: str = "text/plain") -> None:
+    def _reply(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str = "text/plain",
+        *,
+        close: bool = False,
+    ) -> None:
         self.send_response(status)
         self._cors()
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        if close:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
@@ -80,17 +96,50 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         action = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
         if action not in ("encode", "decode"):
-            self._reply(HTTPStatus.NOT_FOUND, b"POST /encode or /decode\n")
+            self._refuse(HTTPStatus.NOT_FOUND, "POST /encode or /decode")
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, b"request body too large\n")
+        body = self._read_body()
+        if body is None:
             return
         try:
-            payloads = json_format.Parse(self.rfile.read(length), Payloads())
+            payloads = json_format.Parse(body, Payloads(), ignore_unknown_fields=True)
             convert = self.server.codec.encrypt if action == "encode" else self.server.codec.decrypt
             answer = Payloads(payloads=[convert(payload) for payload in payloads.payloads])
         except (json_format.ParseError, EncryptionKeyError) as exc:
             self._reply(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode())
             return
         self._reply(HTTPStatus.OK, json_format.MessageToJson(answer).encode(), "application/json")
+
+    def _read_body(self) -> bytes | None:
+        """The request body, read up to its declared length and never past `MAX_BODY_BYTES`;
+        None once a refusal is sent. Anything but one plain decimal `Content-Length` is refused
+        before a byte of the body is read, and the connection is closed, so what the client
+        sends after it is never read."""
+        if self.headers.get("Transfer-Encoding") is not None:
+            self._refuse(HTTPStatus.LENGTH_REQUIRED, "send the body with a Content-Length")
+            return None
+        declared = self.headers.get_all("Content-Length") or []
+        if not declared:
+            self._refuse(HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required")
+            return None
+        text = declared[0].strip()
+        if len(declared) > 1 or not text.isascii() or not text.isdigit():
+            self._refuse(HTTPStatus.BAD_REQUEST, "Content-Length must be one decimal number")
+            return None
+        # Compared as text first: a 5,000-digit number is too large for int() to parse.
+        length = int(text) if len(text) <= len(str(MAX_BODY_BYTES)) else MAX_BODY_BYTES + 1
+        if length > MAX_BODY_BYTES:
+            self._refuse(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"request body too large (at most {MAX_BODY_BYTES} bytes)",
+            )
+            return None
+        body = self.rfile.read(length)
+        if len(body) < length:
+            self.close_connection = True
+            return None
+        return body
+
+    def _refuse(self, status: HTTPStatus, reason: str) -> None:
+        self.close_connection = True
+        self._reply(status, f"{reason}\n".encode(), close=True)

@@ -5,8 +5,9 @@ client = await Client.connect("localhost:7233", plugins=[SleuthPlugin(app)])
 worker = Worker(client, task_queue="sleuth")   # inherits the plugin: Sleuth's workflows and activities
 ```
 
-The plugin gives the client the pydantic data converter (with the AES-GCM codec when an
-encryption key is configured, see `workers/codec.py`), and every worker built on that client
+The plugin gives the client the pydantic data converter (with the AES-GCM codec and the failure
+converter that encrypts failure messages and stack traces when an encryption key is configured,
+see `workers/codec.py`), and every worker built on that client
 Sleuth's workflows, the App's activities, the exception types that fail a run instead of retrying
 its workflow task, a check that fails a run whose start input does not fit its workflow
 (`workers/input_check.py`), an interceptor that makes an unknown name or bad setting the run's
@@ -154,15 +155,19 @@ def _sleuth_data_converter(existing: DataConverter | None) -> DataConverter:
         existing = dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
     _require_pydantic(existing)
     ours = codec.configured_codec()
-    if ours is None or isinstance(existing.payload_codec, codec.AESGCMCodec):
+    if ours is None:
         return existing
-    if existing.payload_codec is not None:
+    if existing.payload_codec is not None and not isinstance(
+        existing.payload_codec, codec.AESGCMCodec
+    ):
         raise SleuthPluginError(
             "the client has a payload codec of its own and an encryption key is configured "
             f"({codec.KEY_ENV} / {codec.KEY_FILE_ENV}): chain the two codecs yourself, or unset "
             "the key"
         )
-    return dataclasses.replace(existing, payload_codec=ours)
+    encrypting = codec.encrypting(existing, ours)
+    _require_encoded_failures(encrypting, "the client's")
+    return encrypting
 
 
 def _require_pydantic(converter: DataConverter) -> None:
@@ -183,6 +188,20 @@ def _require_sleuth_converter(converter: DataConverter) -> None:
             f"an encryption key is configured ({codec.KEY_ENV} / {codec.KEY_FILE_ENV}) but this "
             "worker's client does not encrypt: connect the client with "
             "plugins=[SleuthPlugin(app)] so the worker inherits the codec"
+        )
+    if converter.payload_codec is not None and codec.configured_codec() is not None:
+        _require_encoded_failures(converter, "this worker's client's")
+
+
+def _require_encoded_failures(converter: DataConverter, whose: str) -> None:
+    # Failure messages and stack traces quote prompts, tool arguments and tool output.
+    if not codec.encodes_failures(converter):
+        name = converter.failure_converter_class.__name__
+        raise SleuthPluginError(
+            f"an encryption key is configured ({codec.KEY_ENV} / {codec.KEY_FILE_ENV}) but "
+            f"{whose} failure converter ({name}) stores failure messages and stack traces in "
+            "plaintext: use temporalio.converter.DefaultFailureConverterWithEncodedAttributes "
+            "(or a subclass), or connect the client with plugins=[SleuthPlugin(app)]"
         )
 
 

@@ -10,7 +10,9 @@ atomic compare-and-swap. Durable activities keep their checkpoint journal there 
 Every write is atomic and durable: a temporary file is written and fsynced, renamed into place, and
 its directory fsynced, so a crash leaves either the old file or the new one. Storing content whose
 file exists but does not match its digest replaces the file. Files are created 0600 and folders
-0700.
+0700. With an encryption key configured, content is encrypted at rest (`sleuth.runtime.artifact_crypto`):
+references stay the digests of the plaintext; pointers hold references, never content, and stay
+plaintext.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from sleuth import artifact_crypto
 from sleuth.runtime.errors import SleuthError, UnsupportedArgumentError
 from sleuth.runtime.paths import sleuth_home
 from sleuth.runtime.settings import load_settings
@@ -99,19 +102,20 @@ class LocalArtifactStore:
         ref = REF_PREFIX + hashlib.sha256(data).hexdigest()
         path = self._path(ref)
         if not _matches(path, ref):
-            _write_atomically(path, data)
+            _write_atomically(path, artifact_crypto.seal(data))
         return ref
 
     def get_bytes(self, ref: str) -> bytes:
         path = self._path(ref)
         try:
-            data = path.read_bytes()
+            stored = path.read_bytes()
         except FileNotFoundError:
             raise ArtifactNotFoundError(
                 f"artifact {ref} is not in {self.root}; workers must share one artifact store "
                 "(set SLEUTH_ARTIFACTS to a shared folder)"
             ) from None
-        if REF_PREFIX + hashlib.sha256(data).hexdigest() != ref:
+        data = artifact_crypto.open_sealed(stored, _is_content_of(ref), f"artifact {ref}")
+        if data is None:
             raise ArtifactCorruptError(
                 f"artifact {ref} in {self.root} is corrupt (checksum mismatch): {path} was damaged "
                 "after it was written; storing the same content again repairs it"
@@ -150,9 +154,14 @@ class LocalArtifactStore:
 
 def _matches(path: Path, ref: str) -> bool:
     try:
-        return REF_PREFIX + hashlib.sha256(path.read_bytes()).hexdigest() == ref
+        stored = path.read_bytes()
     except FileNotFoundError:
         return False
+    return artifact_crypto.is_current(stored, _is_content_of(ref), f"artifact {ref}")
+
+
+def _is_content_of(ref: str) -> Callable[[bytes], bool]:
+    return lambda data: REF_PREFIX + hashlib.sha256(data).hexdigest() == ref
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

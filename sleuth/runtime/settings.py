@@ -88,7 +88,7 @@ class SleuthSettings(BaseSettings):
     sink_dirs: Annotated[list[Path], NoDecode] = []
     """Directories besides `$SLEUTH_HOME` where file sinks may live, separated by `:`."""
     encryption_key: SecretStr | None = None
-    """Base64 AES-256 keys, comma-separated: the first encrypts every payload sent to Temporal, all decrypt."""
+    """Base64 AES-256 keys, comma-separated: the first encrypts every payload and failure message sent to Temporal and every artifact stored, all decrypt."""
     encryption_key_file: Path | None = None
     """A file (mode 0600) with one such key per line, the encrypting key first."""
     max_concurrent_activities: PositiveInt = 16
