@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from sleuth._util.strict import StrictInput
+from sleuth.activities.events import CarriesEvents
 from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
 from sleuth.activities.policy import ActivitySettings, RetrySettings, with_overrides
 from sleuth.flows.review import ReviewRecord, ReviewSettings
@@ -165,8 +166,8 @@ class NodeInput(BaseModel):
     claim_threshold: float | None = None
 
 
-class NodeOutput(BaseModel):
-    """Output of every research node activity."""
+class NodeOutput(CarriesEvents):
+    """Output of every research node activity (with the node's last events: `live_events`)."""
 
     state_ref: str
     """The artifact reference of the new state."""

@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from sleuth.rag.demo import DEMO_QUESTION  # noqa: E402
 from tests.helpers.browser import CHROMIUM, open_page  # noqa: E402
-from tests.helpers.worker_processes import free_port_pair, sleuth_command  # noqa: E402
+from tests.helpers.cli_process import sleuth_command  # noqa: E402
+from tests.helpers.worker_processes import free_port_pair  # noqa: E402
 
 SCRIPTED_APP = ["--app", "tests.helpers.apps.research_app:app", "--research", "crash"]
 SCRIPTED_QUESTION = "How many widgets did Acme ship in 2024?"
@@ -47,6 +48,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "webui-timeline.png")
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1000)
+    parser.add_argument(
+        "--header",
+        action="store_true",
+        help="keep the run's header (summary and current details) above the timeline",
+    )
     args = parser.parse_args()
     if CHROMIUM is None:
         print("chromium is not installed: apt-get install chromium", file=sys.stderr)
@@ -99,9 +105,10 @@ async def screenshot(url: str, workflow_id: str, args: argparse.Namespace) -> No
         await page.wait_for_text("COMPLETED")
         await page.wait_for_text("Timeline")
         await asyncio.sleep(RENDER_WAIT_SECONDS)
-        # The run's header first, then its timeline: scroll the page to the timeline's heading.
-        await page.call("Runtime.evaluate", expression=SCROLL_TO_TIMELINE)
-        await asyncio.sleep(1.0)
+        if not args.header:
+            # The run's header first, then its timeline: scroll the page to the timeline's heading.
+            await page.call("Runtime.evaluate", expression=SCROLL_TO_TIMELINE)
+            await asyncio.sleep(1.0)
         shot = await page.call("Page.captureScreenshot", format="png")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(base64.b64decode(shot["data"]))

@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import sys
 import uuid
-from typing import Any
 
-from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.client import WorkflowFailureError
 
 from sleuth.activities.errors import unwrap_cause
-from sleuth.activities.research_models import ResearchOutcome, ResearchProgress, ResearchRequest
+from sleuth.activities.research_models import ResearchOutcome, ResearchRequest
 from sleuth.flows.review import ReviewSettings
-from sleuth.research import Node, ResearchReport
+from sleuth.research import ResearchReport
 from sleuth.runtime.paths import workflow_link
 from sleuth.usage.pricing import usd
-from sleuth.workers.cli_events import showing_events
+from sleuth.workers.cli_events import showing_steps
 from sleuth.workers.render import print_report
 from sleuth.workers.session import add_session_arguments, open_session, workflow_pollers
 from sleuth.workflows.research import ResearchWorkflow
 
-POLL_SECONDS = 0.3
 EXIT_UNGROUNDED = 3
 """`sleuth research`'s exit code when the run ended with a report that is not grounded (status
 `partial` or `not_found`); `--allow-ungrounded` makes it 0. A failed run (or an option out of
@@ -94,7 +90,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "`sleuth review RUN_ID` (default: the config's review policy)",
     )
     parser.add_argument(
-        "--no-events", action="store_true", help="do not show the run's events as they happen"
+        "--no-events",
+        action="store_true",
+        help="show only the run's steps, not the agents' events (model turns, tool calls) under them",
     )
     parser.add_argument(
         "--allow-ungrounded",
@@ -138,9 +136,14 @@ async def run_research_command(args: argparse.Namespace) -> int:
             print(f"follow it with: temporal workflow show --workflow-id {workflow_id}")
             return 0
         try:
-            events_out = None if args.no_events else progress_out
-            async with showing_events(session.client, workflow_id, events_out):
-                outcome = await _follow(handle, progress_out)
+            async with showing_steps(
+                session.client, workflow_id, progress_out, details=not args.no_events
+            ) as steps:
+                try:
+                    outcome = await handle.result()
+                except WorkflowFailureError as exc:
+                    steps.fail(str(unwrap_cause(exc)))
+                    raise
         except WorkflowFailureError as exc:
             print(f"research run {workflow_id} failed: {unwrap_cause(exc)}", file=sys.stderr)
             print(f"  Web UI: {link}", file=sys.stderr)
@@ -160,56 +163,11 @@ def exit_code(report: ResearchReport, *, allow_ungrounded: bool = False) -> int:
     return EXIT_UNGROUNDED
 
 
-async def _follow(handle: WorkflowHandle[Any, ResearchOutcome], out: Any) -> ResearchOutcome:
-    """Print each node as it completes until the run ends; return its outcome."""
-    result = asyncio.ensure_future(handle.result())
-    shown, reviews_announced = 0, 0
-    while True:
-        done, _ = await asyncio.wait({result}, timeout=POLL_SECONDS)
-        try:
-            progress = await handle.query(ResearchWorkflow.progress)
-        except RPCError:
-            progress = None  # no workflow task has run yet
-        if progress is not None:
-            shown = _print_new_nodes(progress, shown, out)
-            waiting = len(progress.reviews) + 1
-            if progress.status == "awaiting review" and reviews_announced < waiting:
-                reviews_announced = waiting
-                print(
-                    f"  … awaiting review: decide with `sleuth review {handle.id}`",
-                    file=out,
-                    flush=True,
-                )
-        if done:
-            return result.result()
-
-
 NO_EVIDENCE_NOTE = (
     "No evidence: the research gathered none (no tool call returned a result), so nothing in this "
     "report is grounded. Check the model can call tools (see README, OpenAI-compatible servers) "
     "and that the research has tools or datastores to search."
 )
-
-
-def _print_new_nodes(progress: ResearchProgress, shown: int, out: Any) -> int:
-    for position in range(shown, len(progress.nodes_run)):
-        node = progress.nodes_run[position]
-        detail = ""
-        if node == Node.EXECUTE:
-            detail = f"evidence items so far: {progress.evidence_count}"
-            if progress.evidence_count == 0:
-                detail += " (no tool call has returned evidence yet)"
-        elif node == Node.GROUNDING_EVAL:
-            evaluations = progress.nodes_run[: position + 1].count(Node.GROUNDING_EVAL)
-            if evaluations <= len(progress.score_history):
-                detail = f"grounding score {progress.score_history[evaluations - 1]:.0%}"
-        elif node == Node.REPLAN:
-            detail = f"replan {progress.replan_count}"
-        elif node == Node.REGENERATE:
-            detail = f"regeneration {progress.regeneration_count}"
-        print(f"  ✓ {node.value.replace('_', ' ')}" + (f" — {detail}" if detail else ""), file=out)
-    out.flush()
-    return len(progress.nodes_run)
 
 
 def format_report(outcome: ResearchOutcome, link: str) -> str:

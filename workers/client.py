@@ -30,6 +30,7 @@ from temporalio.runtime import Runtime
 from sleuth.runtime.errors import SleuthError
 from sleuth.runtime.paths import DEFAULT_TEMPORAL_ADDRESS
 from sleuth.workers.codec import data_converter
+from sleuth.workers.summaries import with_summaries
 from sleuth.workers.telemetry import client_interceptors
 
 PLAINTEXT_API_KEY_ENV = "TEMPORAL_ALLOW_PLAINTEXT_API_KEY"
@@ -186,6 +187,6 @@ async def connect(
         **connect_config(address, namespace=namespace),
         data_converter=data_converter(),
         plugins=plugins,
-        interceptors=client_interceptors(),
+        interceptors=with_summaries(client_interceptors()),
         runtime=runtime,
     )

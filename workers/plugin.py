@@ -48,6 +48,7 @@ from sleuth.runtime.errors import SleuthError
 from sleuth.workers import codec
 from sleuth.workers.failures import FailureCauseInterceptor
 from sleuth.workers.input_check import checking_inputs
+from sleuth.workers.summaries import with_summaries
 from sleuth.workers.telemetry import has_tracing, with_tracing
 
 PLUGIN_NAME = "sleuth.SleuthPlugin"
@@ -118,10 +119,12 @@ class SleuthPlugin(SimplePlugin):
         return self._app
 
     def configure_client(self, config: ClientConfig) -> ClientConfig:
-        """The pydantic (and codec) data converter, and tracing unless the client traces already."""
+        """The pydantic (and codec) data converter, tracing unless the client traces already, and
+        a `static_summary` on every run it starts (`sleuth.workers.summaries`)."""
         config = super().configure_client(config)
         if self._tracing:
             config["interceptors"] = with_tracing(config.get("interceptors", []))
+        config["interceptors"] = with_summaries(config.get("interceptors", []))
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

@@ -28,6 +28,7 @@ from temporalio.client import (
 
 from sleuth.activities.scan_models import ScanRequest
 from sleuth.runtime.errors import InvalidSettingError
+from sleuth.workers.summaries import run_summary
 from sleuth.workflows.scan import KnowledgeScanWorkflow
 
 
@@ -52,6 +53,7 @@ def scan_schedule(
             request,
             id=f"scan-{name}",
             task_queue=task_queue,
+            static_summary=run_summary([request]),
         ),
         spec=ScheduleSpec(cron_expressions=[cron], time_zone_name=timezone),
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),

@@ -24,7 +24,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from sleuth.workflows.streams import publish, state_for_continue
+from sleuth.workflows.streams import publish, publish_carried, state_for_continue
 
 with workflow.unsafe.imports_passed_through():
     from sleuth.activities.research import ResearchActivities
@@ -142,7 +142,10 @@ class ResearchWorkflow:
                 continue
             self._progress.node = node
             workflow.logger.info("research node %s starts", node)
+            summary = self._summary(node, request.research, digest)
+            reason = _reason(node, digest)
             publish(self._stream, "research.node.started", research=request.research, node=node)
+            self._show_details(digest, running=node)
             first = state_ref is None
             output = await self._run_node(
                 node,
@@ -160,13 +163,27 @@ class ResearchWorkflow:
                     claim_threshold=request.claim_threshold if first else None,
                 ),
                 config,
-                digest,
+                summary,
             )
+            publish_carried(self._stream, output.live_events)
             self._remark = None
             tokens_before = digest.total_tokens
             digest, state_ref = output.digest, output.state_ref
             nodes_this_run += 1
             self._record(node, digest)
+            publish(
+                self._stream,
+                "research.node.finished",
+                research=request.research,
+                node=node,
+                evidence_count=digest.evidence_count,
+                grounding_score=digest.grounding_score,
+                grounding_threshold=digest.grounding_threshold,
+                replan_count=digest.replan_count,
+                regeneration_count=digest.regeneration_count,
+                reason=reason,
+            )
+            self._show_details(digest)
             metrics.record_tokens("research", request.research, digest.total_tokens - tokens_before)
         # `next_node` never ends a run before its first execute, so the state exists here.
         assert state_ref is not None
@@ -185,6 +202,7 @@ class ResearchWorkflow:
         self._progress.research_status = report.status
         self._progress.best_draft = report.best_draft
         self._progress.grounding_score = report.grounding_score
+        self._show_details(digest.model_copy(update={"grounding_score": report.grounding_score}))
         # The memo and attributes end on the final report (the best draft), not on the last
         # draft judged: a worse replan's score never stands for the run.
         workflow.upsert_memo(
@@ -247,6 +265,7 @@ class ResearchWorkflow:
         settings = digest.review
         pending = subject.pending(review_id, workflow.now(), settings.timeout_seconds)
         self._progress.status = "awaiting review"
+        self._show_details(digest, running=f"awaiting review {review_id} of the {point}")
         workflow.upsert_memo({"status": "awaiting review", "review": pending.subject})
         self._attributes.upsert({attributes.REVIEW_STATE: "awaiting"})
         publish(
@@ -271,6 +290,7 @@ class ResearchWorkflow:
         record = record_of(pending, decision, timed_out=timed_out)
         self._progress.reviews.append(record)
         self._progress.status = "running"
+        self._show_details(digest)
         self._remark = decision.remark if decision.decision == "revise" else None
         outcome = "timed_out" if timed_out else REVIEW_STATES[decision.decision]
         workflow.upsert_memo(
@@ -291,13 +311,13 @@ class ResearchWorkflow:
         return record_review(digest, decision.decision)
 
     async def _run_node(
-        self, node: Node, node_input: NodeInput, config: ResearchNodeConfig, digest: ResearchDigest
+        self, node: Node, node_input: NodeInput, config: ResearchNodeConfig, summary: str
     ) -> NodeOutput:
         try:
             return await workflow.execute_activity_method(
                 _ACTIVITIES[node],
                 node_input,
-                summary=self._summary(node, node_input.research, digest),
+                summary=summary,
                 **config.for_node(node).activity_options(),
             )
         except ActivityError as exc:
@@ -321,6 +341,9 @@ class ResearchWorkflow:
         (e.g. "unknown research config 'x'; registered: …"), anything else is re-raised as is."""
         self._progress.status = "failed"
         cause = exc.cause
+        error = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+        publish(self._stream, "research.node.failed", node=step, error=error)
+        workflow.set_current_details(f"**Failed:** {step.replace('_', ' ')}: {error}")
         if isinstance(cause, ApplicationError) and cause.non_retryable:
             raise ApplicationError(
                 f"{step} failed: {cause.message}", type=cause.type, non_retryable=True
@@ -372,6 +395,31 @@ class ResearchWorkflow:
             }
         )
 
+    def _show_details(self, digest: ResearchDigest, running: Node | str | None = None) -> None:
+        """The Web UI's "current details": the step running now, the latest score, the counts."""
+        progress = self._progress
+        if running is not None:
+            step = running.value if isinstance(running, Node) else running
+            head = f"**Running:** {step.replace('_', ' ')}"
+        elif progress.status == "done":
+            ending = progress.research_status or progress.end_reason
+            head = f"**Done:** {ending} ({progress.end_reason})"
+        else:
+            head = f"**Between steps** ({len(progress.nodes_run)} run)"
+        score = (
+            f"{digest.grounding_score:.0%} (needs {digest.grounding_threshold:.0%})"
+            if digest.grounding_score is not None
+            else "not evaluated yet"
+        )
+        workflow.set_current_details(
+            f"{head}\n\n"
+            f"- grounding score: {score}\n"
+            f"- steps: {len(progress.nodes_run)}, evidence items: {digest.evidence_count}\n"
+            f"- replans: {digest.replan_count}/{digest.max_replans}, "
+            f"regenerations: {digest.regeneration_count}/{digest.max_regenerations}\n"
+            f"- tokens: {digest.total_tokens}, cost: ${digest.cost_usd:.4f}"
+        )
+
     def _summary(self, node: Node, research: str, digest: ResearchDigest) -> str:
         """The line the Web UI shows for each activity call."""
         score = f"score {digest.grounding_score or 0:.0%} < {digest.grounding_threshold:.0%}"
@@ -407,6 +455,19 @@ class ResearchWorkflow:
             case _:
                 why = _why(digest, score, digest.uncovered_count, "not found")
                 return f"{research}: replan {digest.replan_count + 1}/{digest.max_replans} ({why})"
+
+
+def _reason(node: Node, digest: ResearchDigest) -> str | None:
+    """Why a replan or regenerate runs (None for other nodes): read before it runs, since its
+    output digest no longer says."""
+    if node not in (Node.REPLAN, Node.REGENERATE):
+        return None
+    if digest.node == Node.REVIEW:
+        return "the reviewer asked"
+    score = f"score {digest.grounding_score or 0:.0%} < {digest.grounding_threshold:.0%}"
+    if node == Node.REPLAN:
+        return _why(digest, score, digest.uncovered_count, "not found")
+    return _why(digest, score, digest.unanswered_count, "unanswered")
 
 
 def _why(digest: ResearchDigest, score: str, parts: int, state: str) -> str:

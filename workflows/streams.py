@@ -32,6 +32,14 @@ def publish(stream: WorkflowStream, event_type: str, **data: Any) -> None:
     )
 
 
+def publish_carried(stream: WorkflowStream, events: list[Event]) -> None:
+    """Publish the events an activity's result carried (`sleuth.activities.events.CarriesEvents`), as
+    published by the activity: deterministic, no signal, no history event."""
+    topic = stream.topic(STREAM_TOPIC, type=Event)
+    for event in events:
+        topic.publish(event)
+
+
 async def state_for_continue(stream: WorkflowStream) -> WorkflowStreamState:
     """Release the stream's pollers (they follow the continuation), wait for its handlers, and
     return its state with the last `KEEP_ON_CONTINUE` events."""

@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from sleuth import artifact_crypto
+from sleuth.runtime import artifact_crypto
 from sleuth.runtime.errors import SleuthError, UnsupportedArgumentError
 from sleuth.runtime.paths import sleuth_home
 from sleuth.runtime.settings import load_settings

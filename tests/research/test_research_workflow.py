@@ -235,13 +235,13 @@ async def test_the_workflow_alone_decides_the_end(time_env: WorkflowEnvironment)
     outcome, events, progress = await run(
         time_env, app, ResearchRequest(prompt="q?", research="market")
     )
-    # The nodes hand back a state reference and the digest, nothing more: no node carries a
-    # report, and none decides the run is over.
+    # The nodes hand back a state reference and the digest (and the step's last live events),
+    # nothing more: no node carries a report, and none decides the run is over.
     # The first result is the search-attribute lookup's, the last the report's.
     node_results = completed_results(events)[1:-1]
     assert len(node_results) == len(outcome.final_state.nodes) == 12
     for result in node_results:
-        assert set(result) == {"state_ref", "digest"}
+        assert set(result) == {"state_ref", "digest", "live_events"}
         assert "score_history" not in result["digest"]  # type: ignore[operator]
     # After the last grounding eval the workflow called the one finish step, with its reason.
     types = activity_types(events)

@@ -23,13 +23,13 @@ from temporalio.converter import DataConverter, DefaultFailureConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from sleuth import artifact_crypto
 from sleuth.activities.checkpoints import Pointer, _load_and_claim, journal_name, read_journal
 from sleuth.activities.research_models import ResearchRequest
 from sleuth.apps.app import App
 from sleuth.models.base import ModelResponse, NonRetryableModelError, RetryableModelError
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import create_research_workflow, node_of_request
+from sleuth.runtime import artifact_crypto
 from sleuth.runtime.artifacts import ArtifactCorruptError, LocalArtifactStore, get_json, put_json
 from sleuth.workers import codec
 from sleuth.workers.binaries import temporal_cli
