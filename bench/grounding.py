@@ -35,9 +35,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import json
 import os
+import platform
+import re
+import shlex
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -47,15 +53,18 @@ from typing import Any
 
 import numpy as np
 
+from bench.grounding_data import abstractive
 from sleuth.agent.state import EvidenceItem
 from sleuth.grounding import calibration_for, ground_claims, judge_claims
-from sleuth.grounding.calibration import FEATURES, VETO_CAP, Calibration, logit
+from sleuth.grounding.calibration import FEATURES, VETO_CAP, Calibration, logit, vetoed
 from sleuth.models import Message, Model, ModelResponse, OutputSchema, ToolSpec, resolve
 
 DATA = Path(__file__).parent / "grounding_data" / "items.json"
 CLASSES = ("entity", "predicate", "circumstance", "negation", "roles", "addition")
 MODEL_JUDGES = ("batched", "claim", "claim-verdict")
 DEFAULT_MODELS = "qwen2.5-coder-1.5b,qwen2.5-coder-0.5b"
+SETS = ("minimal", "abstractive")
+_CLAUSE_JOIN = re.compile(r",?\s*(?:;|, and|, but|, while|, whereas|, so)\s+")
 
 
 @dataclass
@@ -72,6 +81,11 @@ class Outcome:
     model_score: float | None = None
     features: dict[str, float] = field(default_factory=dict)
     quote_score: float | None = None
+    wide_score: float | None = None
+    """The judge model's P(supported) when shown every selected passage (`--variants`)."""
+    atomic_score: float | None = None
+    """The lowest P(supported) of the claim's clauses judged one by one (`--variants`)."""
+    claim: str = ""
 
 
 class WithoutLogprobs:
@@ -101,9 +115,20 @@ class WithoutLogprobs:
         return response.model_copy(update={"logprobs": None})
 
 
-def load_groups(split: str, limit: int | None) -> list[dict[str, Any]]:
+def all_groups(sets: Sequence[str] = SETS) -> list[dict[str, Any]]:
+    """The groups of the chosen sets: `minimal` (the minimal pairs of `items.json`) and
+    `abstractive` (`bench.grounding_data.abstractive`)."""
+    groups = json.loads(DATA.read_text(encoding="utf-8"))["groups"] if "minimal" in sets else []
+    return groups + (abstractive.groups() if "abstractive" in sets else [])
+
+
+def set_of(kind: str) -> str:
+    return "abstractive" if kind == "abstractive" else "minimal"
+
+
+def load_groups(split: str, limit: int | None, sets: Sequence[str] = SETS) -> list[dict[str, Any]]:
     """The split's groups, kinds interleaved so that `limit` groups cover every kind."""
-    groups = json.loads(DATA.read_text(encoding="utf-8"))["groups"]
+    groups = all_groups(sets)
     chosen = [g for g in groups if split == "all" or g["split"] == split]
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for group in chosen:
@@ -116,11 +141,55 @@ def load_groups(split: str, limit: int | None) -> list[dict[str, Any]]:
     return interleaved[:limit] if limit else interleaved
 
 
-async def run_judge(judge: str, model: Model | None, group: dict[str, Any]) -> list[Outcome]:
-    """Judge every claim of one group; returns an outcome per claim."""
+def clauses(claim: str) -> list[str]:
+    """A claim cut into its clauses at `;`, ", and", ", but", ", while", ", whereas", ", so"
+    (each of four words or more; else the claim itself): the rule-based atomic-fact rewriting
+    the `--variants` table measures."""
+    parts = [p.strip(" .") for p in _CLAUSE_JOIN.split(claim)]
+    if len(parts) < 2 or any(len(p.split()) < 4 for p in parts):
+        return [claim]
+    return [p[0].upper() + p[1:] + "." for p in parts]
+
+
+async def variant_scores(
+    model: Model, claims: list[str], evidence: list[EvidenceItem], verdicts: Sequence[Any]
+) -> tuple[list[float | None], list[float | None]]:
+    """Each claim's model score shown every selected passage (`focus_share=0`; answers to the
+    questions already asked are reused), and the lowest score of its clauses judged one by one
+    (`clauses`; a claim of one clause keeps its own score)."""
+    earlier = [v.answer for v in verdicts if v.answer is not None]
+    wide_report = await ground_claims(
+        claims,
+        evidence,
+        model,
+        concurrency=1,
+        quote_question=False,
+        focus_share=0.0,
+        earlier=earlier,
+    )
+    atomic: list[float | None] = []
+    for claim, verdict in zip(claims, verdicts, strict=True):
+        parts = clauses(claim)
+        if len(parts) == 1:
+            atomic.append(verdict.model_score)
+            continue
+        parts_report = await ground_claims(
+            parts, evidence, model, concurrency=1, quote_question=False, earlier=earlier
+        )
+        atomic.append(min(v.model_score or 0.0 for v in parts_report.claims))
+    return [v.model_score for v in wide_report.claims], atomic
+
+
+async def run_judge(
+    judge: str, model: Model | None, group: dict[str, Any], *, variants: bool = False
+) -> list[Outcome]:
+    """Judge every claim of one group; returns an outcome per claim. With `variants`, a claim
+    judge also scores each claim shown every selected passage and clause by clause."""
     evidence = [EvidenceItem.model_validate(item) for item in group["evidence"]]
     claims = [c["text"] for c in group["claims"]]
     started = time.perf_counter()
+    wide: list[float | None] = [None] * len(claims)
+    atomic: list[float | None] = [None] * len(claims)
     if judge == "lexical":
         report = await judge_claims(claims, evidence, None)
     elif judge == "batched":
@@ -134,7 +203,11 @@ async def run_judge(judge: str, model: Model | None, group: dict[str, Any]) -> l
         report = await ground_claims(
             claims, evidence, judge_model, concurrency=1, quote_question=True
         )
-    seconds = (time.perf_counter() - started) / len(claims)
+    elapsed = time.perf_counter() - started
+    if variants and judge == "claim":
+        assert model is not None
+        wide, atomic = await variant_scores(model, claims, evidence, report.claims)
+    seconds = elapsed / len(claims)
     return [
         Outcome(
             group=group["id"],
@@ -147,8 +220,11 @@ async def run_judge(judge: str, model: Model | None, group: dict[str, Any]) -> l
             model_score=verdict.model_score,
             features=verdict.features,
             quote_score=verdict.quote_score,
+            wide_score=wide[n],
+            atomic_score=atomic[n],
+            claim=claim["text"],
         )
-        for claim, verdict in zip(group["claims"], report.claims, strict=True)
+        for n, (claim, verdict) in enumerate(zip(group["claims"], report.claims, strict=True))
     ]
 
 
@@ -163,7 +239,7 @@ async def recheck(key: tuple[str, str], outcomes: list[Outcome]) -> list[Outcome
     judge, model = key
     if judge not in METHODS:
         return outcomes
-    by_id = {g["id"]: g for g in json.loads(DATA.read_text(encoding="utf-8"))["groups"]}
+    by_id = {g["id"]: g for g in all_groups()}
     calibration = calibration_for(None if judge == "checks" else f"local:{model}", METHODS[judge])
     features: dict[str, list[dict[str, float]]] = {}
     seen: Counter[str] = Counter()  # a group's outcomes come in the order of its claims
@@ -178,6 +254,30 @@ async def recheck(key: tuple[str, str], outcomes: list[Outcome]) -> list[Outcome
         seen[outcome.group] += 1
         rescored.append(scored_by(calibration, current))
     return rescored
+
+
+FITTED: list[str] = []
+"""The calibrations `refit` fitted, as Python for `sleuth/grounding/calibration.py`."""
+
+
+def refit(key: tuple[str, str], outcomes: list[Outcome], split: str) -> list[Outcome]:
+    """A claim-level judge's outcomes scored by a calibration fitted on `split`'s groups alone
+    (both sets), so the other split's figures are held out of the fit."""
+    judge, model = key
+    if judge not in METHODS:
+        return outcomes
+    fitted_on = [o for o in outcomes if _split(o) == split]
+    bias, weights, threshold = fit(fitted_on)
+    if judge == "checks":
+        weights.pop("model")
+        weights.pop("quote")
+    family = model if judge != "checks" else "checks"
+    FITTED.append(
+        f"Calibration({family!r}, {METHODS[judge]!r}, {bias}, {weights}, {threshold}),"
+        f"  # fitted on the {split} split's {len(fitted_on)} claims"
+    )
+    calibration = Calibration(family, METHODS[judge], bias, weights, threshold)
+    return [scored_by(calibration, o) for o in outcomes]
 
 
 def scored_by(calibration: Calibration, outcome: Outcome) -> Outcome:
@@ -215,6 +315,138 @@ def summarize(outcomes: list[Outcome]) -> dict[str, float]:
         subset = supported + [o for o in outcomes if o.label_class == label_class]
         row[label_class] = auroc([o.supported for o in subset], [o.score for o in subset])
     return row
+
+
+FINDING_CLASS = {
+    "numbers": "circumstance",
+    "names": "entity",
+    "negation": "negation",
+    "swapped_roles": "roles",
+    "unsupported_content": "addition",
+    "inserted_negation": "negation",
+}
+"""The error class each deterministic finding is meant to catch (its recall is over that class)."""
+
+
+def finding_rows(outcomes: list[Outcome]) -> list[list[str]]:
+    """Per finding (then decisive ones, and every veto): how often it fired, its precision (the share
+    of claims it fired on that are falsified) and its recall (of its class, and of every
+    falsified claim)."""
+    rows = []
+    falsified = [o for o in outcomes if not o.supported]
+    for name in [*FINDING_CLASS, "decisive", "any veto"]:
+        if name == "any veto":
+            fired = [o for o in outcomes if o.features and vetoed(o.features)]
+        else:
+            key = "vetoed" if name == "decisive" else name
+            fired = [o for o in outcomes if o.features.get(key)]
+        wrong = [o for o in fired if not o.supported]
+        target = FINDING_CLASS.get(name)
+        in_class = [o for o in falsified if o.label_class == target] if target else []
+        rows.append(
+            [
+                name,
+                str(len(fired)),
+                f"{len(wrong) / len(fired):.3f}" if fired else "-",
+                f"{sum(bool(o.features.get(name)) for o in in_class) / len(in_class):.3f}"
+                if in_class
+                else "-",
+                f"{len(wrong) / len(falsified):.3f}" if falsified else "-",
+            ]
+        )
+    return rows
+
+
+def accepted_rows(results: dict[tuple[str, str], list[Outcome]]) -> list[list[str]]:
+    """Per judge and set: the share of correct claims grounded, and of each class of falsified
+    claims grounded (the goal: at most 5 % per class), at the default threshold."""
+    rows = []
+    for (judge, model), outcomes in results.items():
+        for name in SETS:
+            chosen = [o for o in outcomes if set_of(o.kind) == name]
+            if not chosen:
+                continue
+            cells = [judge, model, name]
+            supported = [o for o in chosen if o.supported]
+            cells.append(_share(supported))
+            for label_class in CLASSES:
+                cells.append(_share([o for o in chosen if o.label_class == label_class]))
+            rows.append(cells)
+    return rows
+
+
+def _share(outcomes: list[Outcome]) -> str:
+    if not outcomes:
+        return "-"
+    return f"{sum(o.grounded for o in outcomes)}/{len(outcomes)}"
+
+
+def summary_auroc(outcomes: list[Outcome]) -> float:
+    """AUROC of the mean claim score of each correct summary against each hallucinated one
+    (a summary: one group's claims of one label)."""
+    means: dict[tuple[str, bool], list[float]] = {}
+    for o in outcomes:
+        means.setdefault((o.group, o.supported), []).append(o.score)
+    keys = sorted(means)
+    return auroc([k[1] for k in keys], [statistics.mean(means[k]) for k in keys])
+
+
+VARIANTS = {
+    "model alone (focused passages)": lambda o: o.model_score,
+    "several passages at once (all selected)": lambda o: o.wide_score,
+    "atomic clauses (lowest clause)": lambda o: o.atomic_score,
+    "quote question alone": lambda o: o.quote_score,
+    "model + quote (mean logit)": lambda o: _mean_logit(o.model_score, o.quote_score),
+}
+
+
+def _mean_logit(*probabilities: float | None) -> float | None:
+    if any(p is None for p in probabilities):
+        return None
+    total = sum(logit(p) for p in probabilities if p is not None) / len(probabilities)
+    return 1.0 / (1.0 + np.exp(-total))
+
+
+def variant_rows(outcomes: list[Outcome]) -> list[list[str]]:
+    """The paraphrase options side by side on the abstractive set's held-out (test) groups:
+    AUROC of each variant's score over the claims, and the calibrated judge's (checks and
+    vetoes included), fitted on the dev groups of both sets, with each score in the model's
+    place."""
+    test = [o for o in outcomes if set_of(o.kind) == "abstractive" and _split(o) == "test"]
+    dev = [o for o in outcomes if _split(o) == "dev"]
+    rows = []
+    for name, score in VARIANTS.items():
+        scored = [(o, score(o)) for o in test]
+        usable = [(o, v) for o, v in scored if v is not None]
+        if not usable:
+            continue
+        raw = auroc([o.supported for o, _ in usable], [v for _, v in usable])
+        swapped = [replace(o, model_score=v) for o, v in usable]
+        dev_swapped = [replace(o, model_score=score(o)) for o in dev if score(o) is not None]
+        calibrated = float("nan")
+        if dev_swapped and len({o.supported for o in dev_swapped}) == 2:
+            bias, weights, threshold = fit(dev_swapped)
+            calibration = Calibration("variant", "logprobs", bias, weights, threshold)
+            rescored = [scored_by(calibration, o) for o in swapped]
+            calibrated = auroc([o.supported for o in rescored], [o.score for o in rescored])
+        rows.append([name, str(len(usable)), f"{raw:.3f}", f"{calibrated:.3f}"])
+    return rows
+
+
+SPLITS: dict[str, str] = {}
+
+
+def _split(outcome: Outcome) -> str:
+    if not SPLITS:
+        SPLITS.update({g["id"]: g["split"] for g in all_groups()})
+    return SPLITS.get(outcome.group, "test")
+
+
+def format_rows(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def print_table(rows: list[tuple[str, str, dict[str, float]]]) -> None:
@@ -276,8 +508,8 @@ def fit(outcomes: list[Outcome], l2: float = 0.3) -> tuple[float, dict[str, floa
         if np.abs(step).max() < 1e-8:
             break
     scores = 1.0 / (1.0 + np.exp(-(x @ w)))
-    vetoed = np.array([bool(o.features.get("vetoed")) for o in usable])
-    scores = np.where(vetoed, np.minimum(scores, VETO_CAP), scores)
+    vetoes = np.array([vetoed(o.features) for o in usable])
+    scores = np.where(vetoes, np.minimum(scores, VETO_CAP), scores)
     best_threshold, best_accuracy = 0.5, -1.0
     for candidate in np.round(np.arange(0.05, 0.96, 0.01), 2):
         accuracy = float(np.mean((scores >= candidate) == (y == 1.0)))
@@ -308,21 +540,82 @@ def cross_validate(outcomes: list[Outcome], folds: int = 5, seed: int = 0) -> li
     return scored
 
 
+DOCS = Path(__file__).parent.parent / "docs" / "benchmarks.md"
+START, END = "<!-- bench:grounding:start -->", "<!-- bench:grounding:end -->"
+
+
+def write_docs(
+    path: Path,
+    table: list[tuple[str, str, dict[str, float]]],
+    sections: list[tuple[str, str]],
+) -> None:
+    """Replace the grounding section of `path` (between `START` and `END`; appended when
+    missing, the file created) with this run's tables, its command, date and machine."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        print_table(table)
+    command = "python -m bench.grounding " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end"
+    )
+    body = [
+        START,
+        "## Grounding",
+        "",
+        f"`{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} ({machine}).",
+        "",
+        "```",
+        buffer.getvalue().rstrip(),
+        "```",
+    ]
+    for title, text in sections:
+        body += ["", f"**{title}**", "", "```", text, "```"]
+    body.append(END)
+    section = "\n".join(body)
+    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    if START in old and END in old:
+        head, rest = old.split(START, 1)
+        new = head + section + rest.split(END, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(new, encoding="utf-8")
+
+
+def save(path: str, results: dict[tuple[str, str], list[Outcome]]) -> None:
+    Path(path).write_text(
+        json.dumps({f"{j}|{m}": [asdict(o) for o in rows] for (j, m), rows in results.items()})
+    )
+
+
 async def main_async(args: argparse.Namespace) -> None:
     judges = [j.strip() for j in args.judges.split(",") if j.strip()]
     model_names = [m.strip() for m in args.models.split(",") if m.strip()]
-    groups = load_groups(args.split, args.limit)
+    sets = [name.strip() for name in args.sets.split(",") if name.strip()]
+    groups = load_groups(args.split, args.limit, sets)
     results: dict[tuple[str, str], list[Outcome]] = {}
+    every_split: dict[tuple[str, str], list[Outcome]] = {}
+    # Loaded outcomes of every split: the paraphrase options are fitted on the dev split.
     if args.load:
         for key, rows in json.loads(Path(args.load).read_text()).items():
             judge, _, model = key.partition("|")
-            # Only the chosen split's groups (a file saved with `--split all` holds both).
-            wanted = {group["id"] for group in groups}
-            kept = [Outcome(**row) for row in rows if row["group"] in wanted]
+            known = {group["id"] for group in all_groups(sets)}
+            kept = [Outcome(**row) for row in rows if row["group"] in known]
             if kept:
                 results[(judge, model)] = kept
         if args.recheck:
             results = {key: await recheck(key, rows) for key, rows in results.items()}
+        if args.fit_split:
+            results = {key: refit(key, rows, args.fit_split) for key, rows in results.items()}
+        every_split.update(results)
+        # Only the chosen split's groups (a file saved with `--split all` holds both).
+        wanted = {group["id"] for group in groups}
+        results = {
+            key: [o for o in rows if o.group in wanted]
+            for key, rows in results.items()
+            if any(o.group in wanted for o in rows)
+        }
     else:
         print(
             f"{len(groups)} groups, {sum(len(g['claims']) for g in groups)} claims "
@@ -339,16 +632,17 @@ async def main_async(args: argparse.Namespace) -> None:
                 if judge not in MODEL_JUDGES:
                     continue
                 outcomes: list[Outcome] = []
-                for number, group in enumerate(groups, start=1):
-                    outcomes.extend(await run_judge(judge, model, group))
-                    print(f"  {judge} {name}: group {number}/{len(groups)}", end="\r", flush=True)
                 results[(judge, name)] = outcomes
+                for number, group in enumerate(groups, start=1):
+                    variants = args.variants and group["kind"] == "abstractive"
+                    outcomes.extend(await run_judge(judge, model, group, variants=variants))
+                    print(f"  {judge} {name}: group {number}/{len(groups)}", end="\r", flush=True)
+                    if args.save:  # as it goes: a long run stopped early keeps what it judged
+                        save(args.save, results)
         print(" " * 60, end="\r")
         print(f"load average after the run: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.save:
-        Path(args.save).write_text(
-            json.dumps({f"{j}|{m}": [asdict(o) for o in rows] for (j, m), rows in results.items()})
-        )
+        save(args.save, results)
     table = [(j, m, summarize(rows)) for (j, m), rows in results.items()]
     if args.cv:
         table += [
@@ -357,6 +651,58 @@ async def main_async(args: argparse.Namespace) -> None:
             if METHODS.get(j) == "logprobs"
         ]
     print_table(table)
+    sections = [
+        (
+            "Claims grounded at the default threshold (correct; then falsified, per class)",
+            format_rows(["judge", "model", "set", "correct", *CLASSES], accepted_rows(results)),
+        )
+    ]
+    checked = next((rows for (j, _), rows in results.items() if j in METHODS), None)
+    if checked:
+        for name in SETS:
+            chosen = [o for o in checked if set_of(o.kind) == name]
+            if chosen:
+                sections.append(
+                    (
+                        f"Deterministic findings on the {name} set ({len(chosen)} claims)",
+                        format_rows(
+                            [
+                                "finding",
+                                "fired",
+                                "precision",
+                                "recall (its class)",
+                                "recall (all falsified)",
+                            ],
+                            finding_rows(chosen),
+                        ),
+                    )
+                )
+    for (judge, model), rows in results.items():
+        abstract = [o for o in rows if set_of(o.kind) == "abstractive"]
+        if abstract:
+            sections.append(
+                (
+                    f"Abstractive set, {judge} {model}",
+                    f"claim AUROC {auroc([o.supported for o in abstract], [o.score for o in abstract]):.3f}, "
+                    f"summary AUROC (mean claim score) {summary_auroc(abstract):.3f}",
+                )
+            )
+        variants = variant_rows(every_split.get((judge, model), rows)) if judge == "claim" else []
+        if variants:
+            sections.append(
+                (
+                    f"Paraphrase options, {model}: abstractive test groups (calibration fitted on dev)",
+                    format_rows(
+                        ["option", "claims", "AUROC (score alone)", "AUROC (calibrated)"], variants
+                    ),
+                )
+            )
+    if FITTED:
+        sections.append(("Calibrations fitted (`--fit-split`)", "\n".join(FITTED)))
+    for title, body in sections:
+        print(f"\n{title}\n{body}")
+    if args.docs:
+        write_docs(Path(args.docs), table, sections)
     if args.calibrate:
         fitted_on = args.load or f"the {args.split} split"
         print(f"\n# fitted on {fitted_on}; paste into sleuth/grounding/calibration.py")
@@ -379,6 +725,17 @@ def main() -> None:
     parser.add_argument("--judges", default="lexical,checks,batched,claim")
     parser.add_argument("--limit", type=int, default=None, help="at most this many groups")
     parser.add_argument(
+        "--sets",
+        default=",".join(SETS),
+        help="minimal (the minimal pairs), abstractive (paraphrased and hallucinated summaries)",
+    )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="on the abstractive set, also score each claim shown every selected passage and "
+        "clause by clause, for the table of paraphrase options",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=int(os.environ.get("SLEUTH_LOCAL_THREADS") or os.cpu_count() or 1),
@@ -392,7 +749,21 @@ def main() -> None:
         "each fold scored by a calibration fitted on the others)",
     )
     parser.add_argument("--save", help="write every claim's outcome to this JSON file")
+    parser.add_argument(
+        "--docs",
+        nargs="?",
+        const=str(DOCS),
+        default=None,
+        help="write the tables into this Markdown file's grounding section (default "
+        "docs/benchmarks.md)",
+    )
     parser.add_argument("--load", help="read outcomes saved by --save instead of running judges")
+    parser.add_argument(
+        "--fit-split",
+        choices=("dev", "test"),
+        help="with --load: score the claim judges by a calibration fitted on this split's "
+        "groups alone (report the other split: held out)",
+    )
     parser.add_argument(
         "--recheck",
         action="store_true",

@@ -35,6 +35,21 @@ VETO_CAP = 0.05
 unsupported however sure the model is. A rounded figure ("about 20%" for "21%") fails too."""
 
 
+VETO_FINDINGS = ("numbers", "swapped_roles", "inserted_negation")
+"""Findings that cap a claim at `VETO_CAP` whatever the model says, as a decisive one does:
+each is right at least 95 % of the times it fires on the grounding benchmark (both sets, the
+checks alone, `python -m bench.grounding --judges checks` prints the table): a number, version
+or date the claim's passages do not hold (44 of 45 fired claims falsified), two terms in
+swapped roles (19 of 20), a negation added to a sentence the claim otherwise copies (10 of
+10). `names` (36 of 38) and the whole `negation` finding (72 of 89: a paraphrase moves a
+"not" to another word, or says "unless", "without") stay weights the calibration fits."""
+
+
+def vetoed(features: dict[str, float]) -> bool:
+    """Whether the checks' features hold a decisive finding or a `VETO_FINDINGS` one."""
+    return bool(features.get("vetoed")) or any(features.get(name) for name in VETO_FINDINGS)
+
+
 @dataclass(frozen=True)
 class Calibration:
     """The weights and default threshold for one judge family and scoring method."""
@@ -59,7 +74,8 @@ class Calibration:
         quote_probability: float | None = None,
     ) -> float:
         """P(supported) from the judge's probability (if any), its answer to the quote question
-        (if asked) and the checks' features; at most `VETO_CAP` when they say `vetoed`."""
+        (if asked) and the checks' features; at most `VETO_CAP` when they hold a veto
+        (`vetoed`)."""
         total = self.bias
         if model_probability is not None:
             total += self.weights.get("model", 0.0) * logit(model_probability)
@@ -70,7 +86,7 @@ class Calibration:
         for name, value in features.items():
             total += self.weights.get(name, 0.0) * value
         score = 1.0 / (1.0 + math.exp(-total))
-        if features.get("vetoed"):
+        if vetoed(features):
             return min(score, VETO_CAP)
         return score
 
@@ -107,28 +123,27 @@ def _register(*calibrations: Calibration) -> None:
         CALIBRATIONS[(calibration.family, calibration.method)] = calibration
 
 
-# Fitted by `python -m bench.grounding --load scores.json --recheck --split all --judges
-# lexical,checks,claim --calibrate` on the 397 claims of both splits (the models' answers saved
-# by `--split all --save scores.json`); `generic` reuses the default local model's. Until
-# 2026-12-02 they were fitted on the dev split alone (117 claims) and the test split was
-# held out; fitted on all, the test split's figures are in-sample and `--cv` gives the
-# out-of-sample estimate. The `verdict` one (a judge without token probabilities, which is not
-# asked the quote question) was fitted earlier, on the dev split, with older checks.
+# The default local model's: fitted by `python -m bench.grounding --load
+# bench/grounding_data/saved/claim-qwen2.5-coder-1.5b.json --recheck --split test --fit-split
+# dev` on the dev split's 54 claims of both sets (the minimal pairs and the abstractive set;
+# the test split is held out, docs/benchmarks.md has its figures); `generic` reuses it. The
+# `verdict` one (a judge without token probabilities, which is not asked the quote question)
+# and the 0.5B's were fitted earlier, with older checks.
 _QWEN_15B = Calibration(
     "qwen2.5-coder-1.5b",
     "logprobs",
-    -1.512,
+    -0.177,
     {
-        "model": 1.138,
-        "quote": 0.68,
-        "numbers": -2.471,
-        "names": -1.335,
-        "negation": 0.09,
-        "swapped_roles": -1.918,
-        "unsupported_content": -1.141,
-        "coverage": -0.619,
+        "model": 1.723,
+        "quote": 0.408,
+        "numbers": -1.097,
+        "names": -0.494,
+        "negation": -0.083,
+        "swapped_roles": -1.618,
+        "unsupported_content": -1.282,
+        "coverage": -2.031,
     },
-    0.54,
+    0.45,
 )
 _QWEN_15B_VERDICT = Calibration(
     "qwen2.5-coder-1.5b",

@@ -14,6 +14,8 @@ feature (the classes of unfaithful statements in public taxonomies such as FRANK
   set as the context of the saved one, instead of the reverse); a change of voice ("by") is not
   a swap. Also a name of the claim next to a word where the sentence has another name next to
   it ("stating that the Licensor changed" where it says "stating that You changed").
+- `inserted_negation`: the claim is its best-matching sentences with a negation added (all its
+  content words there, more negation cues than they hold): `negation`'s precise part.
 - `unsupported_content` (additions): the share of the claim's content words that appear nowhere
   in the passages, and the longest run of them (an added clause is a run).
 
@@ -28,9 +30,17 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 from sleuth.grounding.claims import CITATION, STOPWORDS, without_citation_marks
-from sleuth.grounding.passages import Passage, sentence_spans, text_key
+from sleuth.grounding.passages import Passage, text_key
+from sleuth.grounding.sentences import sentence_spans
 
-CHECKS = ("numbers", "names", "negation", "swapped_roles", "unsupported_content")
+CHECKS = (
+    "numbers",
+    "names",
+    "negation",
+    "swapped_roles",
+    "unsupported_content",
+    "inserted_negation",
+)
 
 _NUMBER = re.compile(r"(?<![\w.])\d[\w.+~:\-]*")
 _NUMBER_WORDS = {
@@ -229,8 +239,15 @@ def _dates(text: str) -> set[tuple[int, int, int | None]]:
     return found
 
 
+def _number_parts(text: str) -> set[str]:
+    """The numbers of `text`, and the parts of each joined by `-` or `/` (a table's
+    `2023-06-10` holds the year 2023 and the day 10; `1.5.1-1` the version 1.5.1)."""
+    found = _numbers(text)
+    return found | {part for n in found for part in re.split(r"[-/]", n) if part}
+
+
 def _missing_numbers(claim: str, text: str) -> list[str]:
-    missing = sorted(_numbers(claim) - _numbers(text))
+    missing = sorted(_numbers(claim) - _number_parts(text))
     known = _dates(text)
     for year, month, day in sorted(_dates(claim), key=str):
         if not any(
@@ -274,7 +291,8 @@ def _name_key(token: str) -> str:
 
 
 def _passage_keys(passages_text: str) -> set[str]:
-    keys = set()
+    # An ISO date names its month: "2023-06-10" holds June.
+    keys = {list(_MONTHS)[month - 1] for _, month, _ in _dates(passages_text) if 1 <= month <= 12}
     for match in _TOKEN.finditer(passages_text):
         key = _name_key(match.group(0))
         keys.add(key)
@@ -313,6 +331,9 @@ def _negated(text: str) -> tuple[dict[str, str], set[str]]:
     text = _without_named_cues(text)
     # "whether or not" and "or not" leave the statement open; they negate nothing.
     lowered = re.sub(r"\b(?:whether )?or not\b", " ", text.lower().replace("n't", " not"))
+    # "no more than 70 columns", "not even", "no later than": a bound or an emphasis, not a
+    # denial of the words that follow.
+    lowered = _BOUNDS.sub(" ", lowered)
     for clause in re.split(r"[,;:.()]", lowered):
         tokens = _WORD.findall(clause)
         cancelled: set[int] = set()
@@ -342,6 +363,12 @@ def _negated(text: str) -> tuple[dict[str, str], set[str]]:
             word for at, word, negative in marks if not negative and (at, word) not in negated_where
         )
     return negated, negated.keys() & stated
+
+
+_BOUNDS = re.compile(
+    r"\b(?:no|not)\s+(?:more|less|fewer|greater|later|earlier|longer|shorter|larger|smaller)"
+    r"\s+than\b|\bnot\s+even\b|\bnot\s+only\b"
+)
 
 
 def check_negation(claim: str, window: str) -> CheckFinding:
@@ -537,24 +564,66 @@ def check_unsupported_content(claim: str, passages_text: str) -> CheckFinding:
     return CheckFinding("unsupported_content", fired, ", ".join(unknown) if fired else "")
 
 
+def negation_cues(text: str) -> int:
+    """How many negation cues `text` holds (named ones such as Python's `None`, and "or not",
+    left out)."""
+    lowered = re.sub(
+        r"\b(?:whether )?or not\b", " ", _without_named_cues(text).lower().replace("n't", " not")
+    )
+    return sum(word in _NEGATIONS for word in _WORD.findall(_BOUNDS.sub(" ", lowered)))
+
+
+def check_inserted_negation(
+    claim: str, window: str, coverage: float, negation: CheckFinding
+) -> CheckFinding:
+    """The claim is its best-matching sentences with a negation added: every content word of
+    the claim is in them, the `negation` check fired, and the claim holds more negation cues.
+    A paraphrase that moves a "not" elsewhere keeps the count; this is the precise part of the
+    negation finding, a veto (`sleuth.grounding.calibration.VETO_FINDINGS`)."""
+    inserted = negation.fired and coverage >= 0.999 and negation_cues(claim) > negation_cues(window)
+    return CheckFinding("inserted_negation", inserted, negation.detail if inserted else "")
+
+
 def aligned_window(claim: str, passages: list[Passage]) -> str:
     """The one to three consecutive sentences of the passages sharing most content with the claim
-    (fewer words wins a tie)."""
+    (fewer words wins a tie), a fact read from their code or tables counting as a sentence; and
+    when that leaves part of the claim out, the sentence of another place that states most of
+    the rest (a claim combining two facts is checked against both)."""
     wanted = set(content_stems(claim))
+    units = _units(passages)
     best: tuple[int, int] = (-1, 0)
     best_text = ""
-    for block in _blocks(passages):
-        sentences = [block[a:b] for a, b in sentence_spans(block)]
-        for i in range(len(sentences)):
+    for group in units:
+        for i in range(len(group)):
             for width in (1, 2, 3):
-                if i + width > len(sentences):
+                if i + width > len(group):
                     break
-                text = " ".join(sentences[i : i + width])
+                text = " ".join(group[i : i + width])
                 stems = content_stems(text)
                 key = (len(wanted & set(stems)), -len(stems))
                 if key > best:
                     best, best_text = key, text
+    missing = wanted - set(content_stems(best_text))
+    if not missing or best[0] <= 0:
+        return best_text
+    complement: tuple[int, int] = (0, 0)
+    complement_text = ""
+    for group in units:
+        for sentence in group:
+            stems = content_stems(sentence)
+            key = (len(missing & set(stems)), -len(stems))
+            if key > complement and sentence not in best_text:
+                complement, complement_text = key, sentence
+    if complement[0] >= 2 or (complement[0] and complement[0] * 2 >= len(missing)):
+        return f"{best_text} {complement_text}"
     return best_text
+
+
+def _units(passages: list[Passage]) -> list[list[str]]:
+    """The sentences of each block of consecutive passages, then each fact as a group of one."""
+    groups = [[block[a:b] for a, b in sentence_spans(block)] for block in _blocks(passages)]
+    groups += [[fact.text] for passage in passages for fact in passage.facts]
+    return groups
 
 
 def verbatim_in(claim: str, passages: list[Passage]) -> bool:
@@ -588,7 +657,7 @@ def run_checks(
 ) -> CheckReport:
     """Every check of `claim` against `passages` (the ones selected for it); `evidence_text`,
     all of the evidence, lets a check be decisive (see `CheckFinding.decisive`)."""
-    passages_text = "\n".join(f"{p.source}\n{p.text}" for p in passages)
+    passages_text = "\n".join(f"{p.source}\n{p.readable}" for p in passages)
     window = aligned_window(claim, passages)
     wanted = set(content_stems(claim))
     coverage = len(wanted & set(content_stems(window))) / len(wanted) if wanted else 0.0
@@ -596,13 +665,15 @@ def run_checks(
         # The window holds at most three sentences; a longer claim copied from the passages
         # (a code block's lines, a list) is held by them all the same.
         coverage = 1.0
+    negation = check_negation(claim, window)
     return CheckReport(
         findings=[
             check_numbers(claim, passages_text, evidence_text),
             check_names(claim, passages_text),
-            check_negation(claim, window),
+            negation,
             check_swapped_roles(claim, window),
             check_unsupported_content(claim, passages_text),
+            check_inserted_negation(claim, window, coverage, negation),
         ],
         window=window,
         coverage=coverage,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from sleuth.grounding.sentences import prose_sentences
+
 STOPWORDS = frozenset(
     [
         "a",
@@ -103,20 +105,23 @@ STOPWORDS = frozenset(
 WORD = re.compile(r"[a-z0-9][a-z0-9.\-%$]*[a-z0-9%]|[a-z0-9]", re.IGNORECASE)
 CITATION = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+"""A sentence's end followed by a capital: the research nodes' fallback split of a rewritten
+answer. Claims themselves are cut by pysbd (`prose_sentences`), which knows abbreviations."""
 BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 """A list item's marker at the start of a line (`- `, `* `, `• `, `1. `, `2) `)."""
 
 
 def split_claims(text: str, *, min_words: int = 4) -> list[str]:
     """Split prose or bullet lists into sentence-sized claims; headings, fragments and lone tokens
-    (a field name, a path) are skipped."""
+    (a field name, a path) are skipped. Sentences are cut by pysbd, so "e.g.", "Dr." or
+    "Oct. 2023" stay inside their sentence."""
     claims: list[str] = []
     for raw_line in text.splitlines():
         line = raw_line.strip()
         if not line or line.startswith("#"):
             continue
         line = BULLET.sub("", line)
-        for sentence in SENTENCE_END.split(line):
+        for sentence in prose_sentences(line):
             sentence = sentence.strip()
             # One token is no claim, however many words it joins: a writer's stray field name
             # (`related_questions_and_answers`), a path or a URL.

@@ -23,11 +23,11 @@ from sleuth.agent.state import EvidenceItem
 from sleuth.grounding.calibration import Calibration, calibration_for
 from sleuth.grounding.checks import CheckReport, content_stems, run_checks
 from sleuth.grounding.passages import (
+    FOCUS_SHARE,
     Passage,
     PassageIndex,
     distinct_passages,
     narrow,
-    sentence_spans,
     split_passages,
 )
 from sleuth.grounding.scoring import (
@@ -38,6 +38,7 @@ from sleuth.grounding.scoring import (
     score_claim,
     score_quote,
 )
+from sleuth.grounding.sentences import sentence_spans
 from sleuth.grounding.verdicts import (
     Citation,
     ClaimVerdict,
@@ -85,6 +86,7 @@ async def ground_claims(
     threshold: float | None = None,
     embedder: Embedder | None = None,
     passages_per_claim: int = PASSAGES_PER_CLAIM,
+    focus_share: float = FOCUS_SHARE,
     concurrency: int = 4,
     quote_question: bool | None = None,
     earlier: Iterable[JudgeAnswer] = (),
@@ -102,6 +104,9 @@ async def ground_claims(
     - `earlier`: the judge's answers from an earlier grounding (`ClaimVerdict.answer`): a
       question asked then (same judge, claim and passages) is answered from them, not asked
       again. The research graph passes the previous grounding eval's answers.
+    - `focus_share`: the judge model is shown a selected passage when its BM25 score is at
+      least this share of the best one's (and the passages stating what those leave out of
+      the claim); 0 shows every selected passage.
     - `concurrency`: requests in flight at once (a local model still runs them one by one, in
       an order that lets claims sharing passages reuse the cached prompt).
 
@@ -109,6 +114,8 @@ async def ground_claims(
     """
     if not 1 <= passages_per_claim <= 20:
         raise ValueError(f"passages_per_claim must be within 1..20, got {passages_per_claim}")
+    if not 0.0 <= focus_share <= 1.0:
+        raise ValueError(f"focus_share must be within 0..1, got {focus_share}")
     if threshold is not None and not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be within 0..1, got {threshold}")
     judge_name = judge.name if judge is not None else ""
@@ -122,12 +129,13 @@ async def ground_claims(
             *index.select_and_focus(
                 claim,
                 top=passages_per_claim,
+                share=focus_share,
                 claim_vector=claim_vectors[n] if claim_vectors is not None else None,
             ),
         )
         for n, claim in enumerate(claims)
     ]
-    evidence_text = "\n".join(f"{p.source}\n{p.text}" for p in passages)
+    evidence_text = "\n".join(f"{p.source}\n{p.readable}" for p in passages)
     for item in judged:
         if item.passages:
             item.checks = run_checks(item.claim, item.passages, evidence_text)
@@ -315,23 +323,26 @@ def failure_reason(rationale: str) -> str:
     return "; ".join(findings) or JUDGE_DOUBT
 
 
+MIN_QUOTE_WORDS = 3
+"""A sentence of fewer words is quoted with the rest of its line: a citation is a whole
+sentence or a whole line, never a fragment of a few characters."""
+
+
 def quote(claim: str, passages: Sequence[Passage]) -> Citation:
-    """A citation of the one or two consecutive sentences of `passages` closest to the claim
-    (most shared content words, less 0.2 for each word the claim does not have), cut from a
-    passage's text (so found verbatim in the evidence), with their location."""
+    """A citation of the one or two consecutive sentences (or lines) of `passages` closest to
+    the claim, or of the lines a fact closest to it was read from (a signature, a commented
+    line, a table row), cut from a passage's text (so found verbatim in the evidence), with its
+    location. Closest: the most content words shared with the claim, less 0.2 for each word the
+    claim does not have; a candidate sharing a word always beats one sharing none."""
     wanted = set(content_stems(claim))
-    best: tuple[float, Passage, int, int] | None = None
+    best: tuple[tuple[bool, float], Passage, int, int] | None = None
     for passage in passages:
-        spans = sentence_spans(passage.text) or [(0, len(passage.text))]
-        for i in range(len(spans)):
-            for width in (1, 2):
-                if i + width > len(spans):
-                    break
-                start, end = spans[i][0], spans[i + width - 1][1]
-                stems = set(content_stems(passage.text[start:end]))
-                closeness = len(wanted & stems) - 0.2 * len(stems - wanted)
-                if best is None or closeness > best[0]:
-                    best = (closeness, passage, start, end)
+        for start, end, reading in _quotable(passage):
+            stems = set(content_stems(reading))
+            shared = len(wanted & stems)
+            key = (shared > 0, shared - 0.2 * len(stems - wanted))
+            if best is None or key > best[0]:
+                best = (key, passage, start, end)
     assert best is not None, "quote needs at least one passage"
     _, passage, start, end = best
     return Citation(
@@ -341,3 +352,34 @@ def quote(claim: str, passages: Sequence[Passage]) -> Citation:
         location=narrow(passage.document_location, passage.start + start, passage.start + end),
         quote=passage.text[start:end],
     )
+
+
+def _quotable(passage: Passage) -> list[tuple[int, int, str]]:
+    """(start, end, what it says) of each span a citation may quote: one or two consecutive
+    sentences, each short one widened to its whole line, and each fact's lines (read as the
+    fact)."""
+    text = passage.text
+    spans = [_whole(text, a, b) for a, b in sentence_spans(text)] or [(0, len(text))]
+    spans = list(dict.fromkeys(spans))
+    found = [(a, b, text[a:b]) for a, b in spans]
+    found += [
+        (spans[i][0], spans[i + 1][1], text[spans[i][0] : spans[i + 1][1]])
+        for i in range(len(spans) - 1)
+        if spans[i + 1][0] >= spans[i][1]
+    ]
+    found += [(f.start, f.end, f.text) for f in passage.facts if f.end > f.start]
+    return found
+
+
+def _whole(text: str, start: int, end: int) -> tuple[int, int]:
+    """`[start, end)`, widened to its whole line when it holds fewer than `MIN_QUOTE_WORDS`."""
+    if len(text[start:end].split()) >= MIN_QUOTE_WORDS:
+        return start, end
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    while line_start < start and text[line_start].isspace():
+        line_start += 1
+    while line_end > end and text[line_end - 1].isspace():
+        line_end -= 1
+    return line_start, line_end

@@ -22,15 +22,14 @@ from typing import Any
 import numpy as np
 
 from sleuth.agent.state import EvidenceItem
-from sleuth.grounding.claims import CITATION
+from sleuth.grounding.claims import CITATION, STOPWORDS
+from sleuth.grounding.facts import Fact, read_facts
+from sleuth.grounding.sentences import sentence_spans
 from sleuth.rag.text import unit_rows, words
 
 MAX_PASSAGE_CHARS = 400
 """Passages are a few sentences: short enough that a small judge reads the claim's facts next to
 the text that states them, long enough to keep a sentence's context."""
-_BOUNDARY = re.compile(
-    r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+|\n[ \t]*\n\s*|\n(?=[ \t]*(?:[*•+]|-(?!-))\s)"
-)
 _CHARS = re.compile(r"^(?P<prefix>.*?)chars (?P<start>\d+)-(?P<end>\d+)\s*$")
 _ROW_LISTS = ("results", "rows", "chunks", "hits", "documents", "passages")
 
@@ -52,6 +51,14 @@ class Passage:
     """Index of the search-result row the passage is cut from; None for a plain tool output."""
     start: int
     """Offset of `text` in its document (the row's text, or the tool output)."""
+    facts: tuple[Fact, ...] = ()
+    """What its code and tables state, as sentences (`sleuth.grounding.facts`); their spans are
+    offsets in `text`, the lines a citation of the fact quotes."""
+
+    @property
+    def readable(self) -> str:
+        """`text`, then its facts: what the checks and the passage index read."""
+        return " ".join([self.text, *(fact.text for fact in self.facts)])
 
     @property
     def end(self) -> int:
@@ -124,23 +131,6 @@ def _search_rows(output: str) -> list[dict[str, Any]] | None:
     return None
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text`, without surrounding whitespace. Paragraph breaks
-    and list bullets end a sentence too."""
-    spans = []
-    position = 0
-    for boundary in [*_BOUNDARY.finditer(text), None]:
-        end = boundary.start() if boundary else len(text)
-        start = _skip_space(text, position, end)
-        stop = end
-        while stop > start and text[stop - 1].isspace():
-            stop -= 1
-        if stop > start:
-            spans.append((start, stop))
-        position = boundary.end() if boundary else len(text)
-    return spans
-
-
 def _pack(text: str, max_chars: int) -> list[tuple[int, int]]:
     """Consecutive sentences grouped into spans of at most `max_chars` (a longer sentence is cut
     at line breaks, then at spaces, so no passage outgrows a small judge's prompt)."""
@@ -202,6 +192,7 @@ def split_passages(
         if not item.success:
             continue
         for row, text, source, location in documents(item):
+            facts = read_facts(text)
             for start, end in _pack(text, max_chars):
                 passages.append(
                     Passage(
@@ -213,6 +204,11 @@ def split_passages(
                         document_location=location,
                         row=row,
                         start=start,
+                        facts=tuple(
+                            Fact(fact.text, fact.start - start, min(fact.end, end) - start)
+                            for fact in facts
+                            if start <= fact.start < end
+                        ),
                     )
                 )
     return passages
@@ -273,7 +269,7 @@ class PassageIndex:
         self, passages: Sequence[Passage], vectors: np.ndarray | None = None, k1: float = 1.2
     ) -> None:
         self.passages = list(passages)
-        self.counts = [Counter(words(p.text + " " + p.source)) for p in self.passages]
+        self.counts = [Counter(words(p.readable + " " + p.source)) for p in self.passages]
         self.lengths = [sum(c.values()) for c in self.counts]
         self.average_length = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
         self.frequency: Counter[str] = Counter()
@@ -347,7 +343,25 @@ class PassageIndex:
             if (best_lexical > 0 and lexical[i] >= share * best_lexical)
             or (cosine is not None and float(cosine[i]) >= best_cosine - FOCUS_COSINE_MARGIN)
         }
+        focus |= self._complements(claim, chosen, focus)
         return (
             [self.passages[i] for i in sorted(chosen)],
             [self.passages[i] for i in sorted(focus)],
         )
+
+    def _complements(self, claim: str, chosen: list[int], focus: set[int]) -> set[int]:
+        """Chosen passages that state what the focused ones leave out of the claim: a claim
+        that combines two facts is judged against the passages of both. A passage joins when
+        it holds two of the claim's words the others lack, or one number."""
+        wanted = {w for w in words(CITATION.sub(" ", claim)) if w not in STOPWORDS and len(w) > 1}
+        covered = set().union(*(self.counts[i].keys() for i in focus)) if focus else set()
+        added: set[int] = set()
+        for index in chosen:  # best first
+            if index in focus:
+                continue
+            missing = wanted - covered
+            gained = missing & self.counts[index].keys()
+            if len(gained) >= 2 or any(w[0].isdigit() for w in gained):
+                added.add(index)
+                covered |= gained
+        return added

@@ -24,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from sleuth.grounding.claims import without_citation_marks
+from sleuth.grounding.claims import content_words, without_citation_marks
 from sleuth.grounding.passages import Passage
 from sleuth.models.base import Message, Model, ModelResponse
 
@@ -63,6 +63,7 @@ def judge_messages(claim: str, passages: list[Passage]) -> list[Message]:
     citation marks a report writer adds: those number the writer's passages, not the judge's)."""
     blocks = [
         f"[{number}] ({passage.source}) {' '.join(passage.text.split())}"
+        + _facts_note(claim, passage)
         for number, passage in enumerate(passages, start=1)
     ]
     question = (
@@ -70,6 +71,26 @@ def judge_messages(claim: str, passages: list[Passage]) -> list[Message]:
         "Do the passages state this claim? Answer Yes or No."
     )
     return [Message(role="system", content=JUDGE_SYSTEM), Message(role="user", content=question)]
+
+
+FACTS_SHOWN = 3
+"""At most this many of a passage's facts (its code and tables read as sentences) are shown
+with it: those sharing most words with the claim."""
+
+
+def _facts_note(claim: str, passage: Passage) -> str:
+    """The passage's facts that share words with the claim, as a note after its text: a small
+    judge reads `fill(text, width=70)` as a default width of 70 only when told in words."""
+    wanted = content_words(without_citation_marks(claim))
+    ranked = sorted(
+        (
+            (len(wanted & content_words(fact.text)), n, fact.text)
+            for n, fact in enumerate(passage.facts)
+        ),
+        key=lambda item: (-item[0], item[1]),
+    )
+    shown = [text for shared, _, text in ranked[:FACTS_SHOWN] if shared]
+    return f" (In words: {' '.join(shown)})" if shown else ""
 
 
 QUOTE_SYSTEM = (

@@ -289,6 +289,7 @@ def test_run_checks_reports_every_named_check_and_its_features() -> None:
         "negation": 0.0,
         "swapped_roles": 1.0,
         "unsupported_content": 0.0,
+        "inserted_negation": 0.0,
         "coverage": 1.0,
         "vetoed": 0.0,
     }
