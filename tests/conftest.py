@@ -29,6 +29,8 @@ REAL_MODELS_DIR = Path(
 and the pytest runs tests start."""
 os.environ["SLEUTH_TEST_MODELS_DIR"] = str(REAL_MODELS_DIR)
 
+# The S3 server fixtures (`s3_server`, `s3_artifacts`), for the artifact store and fleet tests.
+pytest_plugins = ["tests.helpers.s3_server"]
 FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 _WORKER_SETTINGS = (

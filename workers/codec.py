@@ -129,11 +129,19 @@ def configured_codec() -> AESGCMCodec | None:
 
 
 def data_converter() -> DataConverter:
-    """The pydantic data converter; when a key is configured, it encrypts payloads and failures."""
+    """The pydantic data converter; when a key is configured it encrypts payloads and failures,
+    and it offloads large payloads to the artifact store (`workers/payload_storage.py`)."""
+    # Imported here: payload_storage reads the artifact settings, which codec users may not need.
+    from sleuth.workers.payload_storage import configured_external_storage
+
     codec = configured_codec()
-    if codec is None:
-        return pydantic_data_converter
-    return encrypting(pydantic_data_converter, codec)
+    converter = (
+        pydantic_data_converter if codec is None else encrypting(pydantic_data_converter, codec)
+    )
+    storage = configured_external_storage()
+    if storage is not None:
+        converter = dataclasses.replace(converter, external_storage=storage)
+    return converter
 
 
 def encrypting(converter: DataConverter, codec: AESGCMCodec) -> DataConverter:

@@ -23,7 +23,9 @@ from typing import Any
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
+from sleuth.runtime.artifacts import ArtifactNotFoundError
 from sleuth.workers.codec import AESGCMCodec, EncryptionKeyError
+from sleuth.workers.payload_storage import resolve
 
 MAX_BODY_BYTES = 16 << 20
 """Largest request body accepted (Temporal's own payload limit is lower)."""
@@ -103,9 +105,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             payloads = json_format.Parse(body, Payloads(), ignore_unknown_fields=True)
-            convert = self.server.codec.encrypt if action == "encode" else self.server.codec.decrypt
-            answer = Payloads(payloads=[convert(payload) for payload in payloads.payloads])
-        except (json_format.ParseError, EncryptionKeyError) as exc:
+            codec = self.server.codec
+            if action == "encode":
+                answer = Payloads(payloads=[codec.encrypt(p) for p in payloads.payloads])
+            else:
+                # An offloaded payload (workers/payload_storage.py) is read from the artifact
+                # store first, so the Web UI shows it like any other.
+                answer = Payloads(payloads=[codec.decrypt(resolve(p)) for p in payloads.payloads])
+        except (json_format.ParseError, EncryptionKeyError, ArtifactNotFoundError) as exc:
             self._reply(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode())
             return
         self._reply(HTTPStatus.OK, json_format.MessageToJson(answer).encode(), "application/json")

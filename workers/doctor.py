@@ -341,9 +341,11 @@ def check_directories(settings: SleuthSettings) -> list[Finding]:
     home = settings.home_dir
     places = [
         ("SLEUTH_HOME", home, "data directory"),
-        ("SLEUTH_ARTIFACTS", (settings.artifacts or home / "artifacts").expanduser(), "artifacts"),
         ("SLEUTH_MODEL_DIR", (settings.model_dir or home / "models").expanduser(), "model weights"),
     ]
+    if not isinstance(settings.artifacts, str):  # an s3:// store has no folder to check
+        artifacts = (settings.artifacts or home / "artifacts").expanduser()
+        places.insert(1, ("SLEUTH_ARTIFACTS", artifacts, "artifacts"))
     findings = []
     for variable, path, what in places:
         problem = _directory_problem(path)

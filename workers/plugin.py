@@ -48,6 +48,7 @@ from sleuth.runtime.errors import SleuthError
 from sleuth.workers import codec
 from sleuth.workers.failures import FailureCauseInterceptor
 from sleuth.workers.input_check import checking_inputs
+from sleuth.workers.payload_storage import configured_external_storage
 from sleuth.workers.summaries import with_summaries
 from sleuth.workers.telemetry import has_tracing, with_tracing
 
@@ -150,13 +151,18 @@ class SleuthPlugin(SimplePlugin):
 
 
 def _sleuth_data_converter(existing: DataConverter | None) -> DataConverter:
-    """The client's converter with pydantic payloads (in place of the default JSON ones) and,
-    when a key is configured, Sleuth's codec."""
+    """The client's converter with pydantic payloads (in place of the default JSON ones), large
+    payloads offloaded to the artifact store (`workers/payload_storage.py`) and, when a key is
+    configured, Sleuth's codec."""
     if existing is None:
         return codec.data_converter()
     if existing.payload_converter_class is DefaultPayloadConverter:
         existing = dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
     _require_pydantic(existing)
+    if existing.external_storage is None:
+        storage = configured_external_storage()
+        if storage is not None:
+            existing = dataclasses.replace(existing, external_storage=storage)
     ours = codec.configured_codec()
     if ours is None:
         return existing

@@ -564,7 +564,7 @@ class Agent:
                     "agent.loop_detected",
                     agent=self.name,
                     tool=call.name,
-                    arguments=call.arguments,
+                    arguments=_event_arguments(call.arguments),
                     warnings=state.loop_warnings,
                 )
                 if state.loop_warnings > self.max_loop_warnings:
@@ -595,7 +595,7 @@ class Agent:
             item = EvidenceItem(
                 index=len(state.evidence) + 1,
                 tool=call.name,
-                arguments=call.arguments,
+                arguments=_event_arguments(call.arguments),
                 output=result.content,
                 success=result.ok,
                 error=result.error,
@@ -609,7 +609,7 @@ class Agent:
                 "agent.tool.called",
                 agent=self.name,
                 tool=call.name,
-                arguments=call.arguments,
+                arguments=_event_arguments(call.arguments),
                 success=result.ok,
                 output_preview=result.content[:200],
             )
@@ -954,6 +954,8 @@ class Agent:
 
 NOT_ALLOWED = "not_allowed"
 """The error of a tool call governance refused."""
+EVENT_ARGUMENT_CHARS = 500
+"""Longest tool-call argument an event carries as it is; longer ones are cut to a preview."""
 _NOT_RETRIED = {"invalid_arguments", "unknown_tool", BUDGET_EXHAUSTED, NOT_ALLOWED}
 
 
@@ -973,6 +975,25 @@ _SIGNALS: dict[str, MessageKind] = {
 
 def _tool_message(call: ToolCall, content: str, kind: MessageKind | None = None) -> Message:
     return Message(role="tool", content=content, tool_call_id=call.id, name=call.name, kind=kind)
+
+
+def _event_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments for an event: each value cut to a preview, so a 1 MB `write_file`
+    does not travel to every event listener (and into a durable run's event stream)."""
+    shown: dict[str, Any] = {}
+    for name, value in arguments.items():
+        if isinstance(value, str):
+            shown[name] = value if len(value) <= EVENT_ARGUMENT_CHARS else _preview_text(value)
+        elif isinstance(value, bool | int | float) or value is None:
+            shown[name] = value
+        else:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+            shown[name] = value if len(text) <= EVENT_ARGUMENT_CHARS else _preview_text(text)
+    return shown
+
+
+def _preview_text(text: str) -> str:
+    return text[: EVENT_ARGUMENT_CHARS - 1] + f"… ({len(text):,} characters)"
 
 
 def _call_key(call: ToolCall) -> str:

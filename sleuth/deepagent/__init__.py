@@ -10,6 +10,8 @@ from sleuth.deepagent.fs import (
     FilesystemBackend,
     SandboxError,
     StateBackend,
+    WorkspaceQuota,
+    WorkspaceQuotaError,
     filesystem_tools,
 )
 from sleuth.deepagent.memory import load_memory
@@ -32,6 +34,8 @@ __all__ = [
     "SummarizingManager",
     "Todo",
     "TodoState",
+    "WorkspaceQuota",
+    "WorkspaceQuotaError",
     "create_deepagent",
     "exit_condition",
     "filesystem_tools",

@@ -1,7 +1,11 @@
 """The filesystem layer: scratch files an agent writes and reads back through six tools.
 
-`StateBackend` keeps files in memory for one run (they travel in the loop checkpoint, so a durable
-run keeps them across a worker restart). `FilesystemBackend(root=...)` keeps them on disk and never
+`StateBackend` keeps files in memory for one run and travels in the loop checkpoint, so a durable
+run keeps them across a worker restart. A file of `INLINE_FILE_BYTES` or more goes to the artifact
+store (a claim check, as evidence does): the checkpoint holds only its reference, so the loop
+state stays small whatever the agent writes. Its quotas (`WorkspaceQuota`: total bytes, file
+count, path depth and length, from `SLEUTH_WORKSPACE_*`) refuse a write with a tool error the
+model sees; the path quotas apply to `FilesystemBackend` too. `FilesystemBackend(root=...)` keeps them on disk and never
 touches anything outside `root`: `..`, absolute paths and symlinks are refused, without a race.
 
 The tools take their arguments from a model, so none of them can be made to run for long or return
@@ -18,13 +22,16 @@ import os
 import re
 import stat
 import uuid
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
 import re2
 
+from sleuth.runtime.artifacts import ArtifactStore, default_artifact_store
 from sleuth.runtime.errors import SleuthError
 from sleuth.runtime.events import emit
+from sleuth.runtime.settings import load_settings
 from sleuth.tools import Tool
 
 MAX_GREP_MATCHES = 100
@@ -38,6 +45,9 @@ MAX_LISTED = 1000
 """Most paths one `ls` or `glob` call returns (a last entry says how many more there are)."""
 GREP_MEMORY_BYTES = 8 << 20
 """Memory RE2 may use for one compiled pattern (bigger patterns are refused)."""
+INLINE_FILE_BYTES = 4096
+"""A `StateBackend` file this big or bigger is kept in the artifact store, only its reference in
+the checkpoint; smaller ones stay inline (a reference would not be much smaller)."""
 
 
 class SandboxError(SleuthError, PermissionError):
@@ -52,6 +62,47 @@ class FileTooLargeError(SleuthError, ValueError):
             f"{path!r} is {size:,} bytes; workspace files are limited to {MAX_FILE_BYTES:,} "
             "bytes: split it into smaller files"
         )
+
+
+class WorkspaceQuotaError(SleuthError, ValueError):
+    """A write the workspace's quota refuses; the message says which limit and what to do."""
+
+
+@dataclass(frozen=True)
+class WorkspaceQuota:
+    """What one workspace may hold. The defaults come from the `SLEUTH_WORKSPACE_*` settings."""
+
+    max_bytes: int
+    """Total bytes of all files (UTF-8)."""
+    max_files: int
+    max_depth: int
+    """Folders a path may be nested in: `a/b/c.txt` is 2 deep."""
+    max_path_chars: int
+
+    @classmethod
+    def from_settings(cls) -> WorkspaceQuota:
+        settings = load_settings()
+        return cls(
+            max_bytes=settings.workspace_max_bytes,
+            max_files=settings.workspace_max_files,
+            max_depth=settings.workspace_max_depth,
+            max_path_chars=settings.workspace_max_path_chars,
+        )
+
+    def check_path(self, path: str) -> None:
+        """Refuse a normalised path that is too long or too deeply nested."""
+        if len(path) > self.max_path_chars:
+            raise WorkspaceQuotaError(
+                f"path of {len(path):,} characters refused: workspace paths are limited to "
+                f"{self.max_path_chars:,} characters (SLEUTH_WORKSPACE_MAX_PATH_CHARS); use a "
+                "shorter name"
+            )
+        depth = path.count("/")
+        if depth > self.max_depth:
+            raise WorkspaceQuotaError(
+                f"path {depth:,} folders deep refused: workspace paths may be nested at most "
+                f"{self.max_depth} folders deep (SLEUTH_WORKSPACE_MAX_DEPTH); use a flatter layout"
+            )
 
 
 @runtime_checkable
@@ -92,12 +143,28 @@ def workspace_path(path: str, *, allow_leading_slash: bool) -> str:
 
 
 class StateBackend:
-    """Files in memory, for one run. `dump_state()` / `load_state()` carry them in checkpoints."""
+    """Files in memory, for one run. `dump_state()` / `load_state()` carry them in checkpoints,
+    files of `INLINE_FILE_BYTES` or more by reference to the artifact store."""
 
-    def __init__(self, files: dict[str, str] | None = None):
+    def __init__(
+        self,
+        files: dict[str, str] | None = None,
+        *,
+        store: ArtifactStore | None = None,
+        quota: WorkspaceQuota | None = None,
+    ):
+        """`store` keeps the large files (default: the process's artifact store, looked up when a
+        checkpoint is taken); `quota` defaults to the `SLEUTH_WORKSPACE_*` settings."""
         self.files: dict[str, str] = {}
+        self._store = store
+        self._quota = quota
+        self._refs: dict[str, str] = {}
         for path, content in (files or {}).items():
             self.write(path, content)
+
+    @property
+    def quota(self) -> WorkspaceQuota:
+        return self._quota or WorkspaceQuota.from_settings()
 
     def _path(self, path: str) -> str:
         normalised = workspace_path(path, allow_leading_slash=True)
@@ -116,16 +183,53 @@ class StateBackend:
         size = len(content.encode("utf-8"))
         if size > MAX_FILE_BYTES:
             raise FileTooLargeError(path, size)
+        quota = self.quota
+        quota.check_path(key)
+        if key not in self.files and len(self.files) >= quota.max_files:
+            raise WorkspaceQuotaError(
+                f"the workspace holds {len(self.files):,} files, its limit "
+                f"(SLEUTH_WORKSPACE_MAX_FILES); overwrite or combine files instead of adding one"
+            )
+        replaced = len(self.files[key].encode("utf-8")) if key in self.files else 0
+        total = self.total_bytes() - replaced + size
+        if total > quota.max_bytes:
+            raise WorkspaceQuotaError(
+                f"writing {size:,} bytes to {key!r} would bring the workspace to {total:,} bytes, "
+                f"over its limit of {quota.max_bytes:,} (SLEUTH_WORKSPACE_MAX_BYTES); write less, "
+                "or shorten files you no longer need"
+            )
         self.files[key] = content
+        self._refs.pop(key, None)
+
+    def total_bytes(self) -> int:
+        return sum(len(content.encode("utf-8")) for content in self.files.values())
 
     def paths(self) -> list[str]:
         return sorted(self.files)
 
     def dump_state(self) -> dict[str, Any]:
-        return {"files": dict(self.files)}
+        inline: dict[str, str] = {}
+        for path, content in self.files.items():
+            data = content.encode("utf-8")
+            if len(data) < INLINE_FILE_BYTES:
+                inline[path] = content
+            elif path not in self._refs:
+                self._refs[path] = (self._store or default_artifact_store()).put_bytes(data)
+        state: dict[str, Any] = {"files": inline}
+        refs = {path: ref for path, ref in self._refs.items() if path in self.files}
+        if refs:
+            state["refs"] = dict(sorted(refs.items()))
+        return state
 
     def load_state(self, data: dict[str, Any]) -> None:
-        self.files = dict(data.get("files", {}))
+        files = dict(data.get("files", {}))
+        refs = dict(data.get("refs", {}))
+        if refs:
+            store = self._store or default_artifact_store()
+            for path, ref in refs.items():
+                files[path] = store.get_bytes(ref).decode("utf-8")
+        self.files = files
+        self._refs = refs
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -142,14 +246,18 @@ class FilesystemBackend:
     link, it never writes through one). Symlinks inside the workspace are refused, not followed.
     """
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, *, quota: WorkspaceQuota | None = None):
+        """`quota`'s path limits refuse too deep or too long paths (default: the
+        `SLEUTH_WORKSPACE_*` settings); the disk holds the bytes, so those limits are not applied."""
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
+        self._quota = quota
 
     def _relative(self, path: str) -> list[str]:
         relative = workspace_path(path, allow_leading_slash=False)
         if not relative:
             raise SandboxError("a file path is required, not the workspace root")
+        (self._quota or WorkspaceQuota.from_settings()).check_path(relative)
         return relative.split("/")
 
     def _open_directory(self, path: str, parts: list[str], *, create: bool) -> int:
@@ -247,9 +355,14 @@ class FilesystemBackend:
 
     def paths(self) -> list[str]:
         found = []
+        deepest = (self._quota or WorkspaceQuota.from_settings()).max_depth
         # fwalk hands out directory descriptors and does not descend into symlinked folders.
-        for directory, _dirnames, filenames, dir_fd in os.fwalk(self.root, follow_symlinks=False):
+        for directory, dirnames, filenames, dir_fd in os.fwalk(self.root, follow_symlinks=False):
             base = Path(directory).relative_to(self.root)
+            if len(base.parts) >= deepest:
+                # A tree made outside the tools can be deeper than any path they accept: it is
+                # not walked further, so a listing stays bounded (and holds few descriptors).
+                dirnames.clear()
             for filename in filenames:
                 with contextlib.suppress(OSError):
                     mode = os.stat(filename, dir_fd=dir_fd, follow_symlinks=False).st_mode

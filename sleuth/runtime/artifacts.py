@@ -1,13 +1,15 @@
 """A content-addressed artifact store: large payloads live here, only their reference crosses the wire.
 
 The embedded default is a local folder (`$SLEUTH_HOME/artifacts`, or `$SLEUTH_ARTIFACTS`). Workers on
-many machines point it at a shared folder, or implement `ArtifactStore` over a shared service.
+many machines share one S3-compatible bucket (`SLEUTH_ARTIFACTS=s3://bucket/prefix`, see
+`sleuth.runtime.artifacts_s3`) or one shared folder. A store is content addressing over an
+`ArtifactBackend`, which keeps the bytes and the pointers.
 
 Besides content, a store keeps *named pointers*: small values under a name, replaced only by an
 atomic compare-and-swap. Durable activities keep their checkpoint journal there (see
 `activities/checkpoints.py`), under a name that a retried attempt can compute for itself.
 
-Every write is atomic and durable: a temporary file is written and fsynced, renamed into place, and
+Every local write is atomic and durable: a temporary file is written and fsynced, renamed into place, and
 its directory fsynced, so a crash leaves either the old file or the new one. Storing content whose
 file exists but does not match its digest replaces the file. Files are created 0600 and folders
 0700. With an encryption key configured, content is encrypted at rest (`sleuth.runtime.artifact_crypto`):
@@ -87,58 +89,129 @@ def check_ref(ref: object) -> str:
     return ref
 
 
-class LocalArtifactStore:
-    """Artifacts as files named by their SHA-256, written atomically; identical content is stored once."""
+class ArtifactBackend(Protocol):
+    """Where an `ArtifactStore` keeps its bytes: objects under content-addressed keys
+    (`ab/cdef…`, the digest split after two characters) and named pointers.
 
-    def __init__(self, root: str | Path):
-        self.root = Path(root).expanduser()
-        self.root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    Every byte a store writes or reads passes through `write_object` / `read_object`, so a
+    transform (encryption at rest, say) wraps a backend in one place.
+    """
 
-    def _path(self, ref: str) -> Path:
-        digest = check_ref(ref)[len(REF_PREFIX) :]
-        return self.root / digest[:2] / digest[2:]
+    location: str
+    """Where the bytes are, for messages: a folder or an `s3://bucket/prefix` URL."""
+    verifies_writes: bool
+    """Whether an object once written can be trusted without reading it back (object storage
+    checks every upload's checksum); a local file can be damaged later, so the local backend
+    reads an existing object back before it skips a write."""
+
+    def write_object(self, key: str, data: bytes) -> None:
+        """Store `data` under `key`, atomically and durably."""
+        ...
+
+    def read_object(self, key: str) -> bytes:
+        """The bytes under `key`; `FileNotFoundError` if there are none."""
+        ...
+
+    def object_exists(self, key: str) -> bool: ...
+
+    def read_pointer(self, name: str) -> str | None: ...
+
+    def swap_pointer(self, name: str, expected: str | None, value: str) -> bool: ...
+
+
+class BackedArtifactStore:
+    """An `ArtifactStore` over an `ArtifactBackend`: content addressing and digest checks here,
+    bytes and pointers in the backend."""
+
+    def __init__(self, backend: ArtifactBackend):
+        self.backend = backend
 
     def put_bytes(self, data: bytes) -> str:
         ref = REF_PREFIX + hashlib.sha256(data).hexdigest()
-        path = self._path(ref)
-        if not _matches(path, ref):
-            _write_atomically(path, artifact_crypto.seal(data))
+        key = object_key(ref)
+        if not self._holds(key, ref):
+            self.backend.write_object(key, artifact_crypto.seal(data))
         return ref
 
     def get_bytes(self, ref: str) -> bytes:
-        path = self._path(ref)
+        key = object_key(ref)
         try:
-            stored = path.read_bytes()
+            stored = self.backend.read_object(key)
         except FileNotFoundError:
             raise ArtifactNotFoundError(
-                f"artifact {ref} is not in {self.root}; workers must share one artifact store "
-                "(set SLEUTH_ARTIFACTS to a shared folder)"
+                f"artifact {ref} is not in {self.backend.location}; workers must share one "
+                "artifact store (set SLEUTH_ARTIFACTS to a shared folder or an s3:// URL)"
             ) from None
         data = artifact_crypto.open_sealed(stored, _is_content_of(ref), f"artifact {ref}")
         if data is None:
             raise ArtifactCorruptError(
-                f"artifact {ref} in {self.root} is corrupt (checksum mismatch): {path} was damaged "
-                "after it was written; storing the same content again repairs it"
+                f"artifact {ref} in {self.backend.location} is corrupt (checksum mismatch): "
+                f"{key} was damaged after it was written; storing the same content again "
+                "repairs it"
             )
         return data
 
     def read_pointer(self, name: str) -> str | None:
+        return self.backend.read_pointer(name)
+
+    def swap_pointer(self, name: str, expected: str | None, value: str) -> bool:
+        return self.backend.swap_pointer(name, expected, value)
+
+    def _holds(self, key: str, ref: str) -> bool:
+        if self.backend.verifies_writes:
+            return self.backend.object_exists(key)
         try:
-            return self._pointer_path(name).read_bytes().decode("utf-8", errors="replace")
+            stored = self.backend.read_object(key)
+        except FileNotFoundError:
+            return False
+        # False for a damaged copy, a plaintext one written before a key was set, or one sealed
+        # under an older key: writing it again repairs or re-seals it.
+        return artifact_crypto.is_current(stored, _is_content_of(ref), f"artifact {ref}")
+
+
+def object_key(ref: str) -> str:
+    """The backend key of a reference: `ab/cdef…` (its digest, split after two characters)."""
+    digest = check_ref(ref)[len(REF_PREFIX) :]
+    return f"{digest[:2]}/{digest[2:]}"
+
+
+def pointer_key(name: str) -> str:
+    # Hashed: a name (a workflow id, say) can hold any character without leaving the store.
+    return "pointers/" + hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+class LocalBackend:
+    """Objects and pointers as files under `root`, each written atomically and fsynced."""
+
+    verifies_writes = False
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).expanduser()
+        self.root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        self.location = str(self.root)
+
+    def write_object(self, key: str, data: bytes) -> None:
+        _write_atomically(self.root / key, data)
+
+    def read_object(self, key: str) -> bytes:
+        return (self.root / key).read_bytes()
+
+    def object_exists(self, key: str) -> bool:
+        return (self.root / key).is_file()
+
+    def read_pointer(self, name: str) -> str | None:
+        try:
+            return (self.root / pointer_key(name)).read_bytes().decode("utf-8", errors="replace")
         except FileNotFoundError:
             return None
 
     def swap_pointer(self, name: str, expected: str | None, value: str) -> bool:
-        path = self._pointer_path(name)
+        path = self.root / pointer_key(name)
         with self._pointer_lock(path):
             if self.read_pointer(name) != expected:
                 return False
             _write_atomically(path, value.encode("utf-8"))
             return True
-
-    def _pointer_path(self, name: str) -> Path:
-        # Hashed: a name (a workflow id, say) can hold any character without leaving the folder.
-        return self.root / "pointers" / hashlib.sha256(name.encode("utf-8")).hexdigest()
 
     @contextlib.contextmanager
     def _pointer_lock(self, path: Path) -> Iterator[None]:
@@ -152,16 +225,20 @@ class LocalArtifactStore:
             os.close(descriptor)
 
 
-def _matches(path: Path, ref: str) -> bool:
-    try:
-        stored = path.read_bytes()
-    except FileNotFoundError:
-        return False
-    return artifact_crypto.is_current(stored, _is_content_of(ref), f"artifact {ref}")
-
-
 def _is_content_of(ref: str) -> Callable[[bytes], bool]:
     return lambda data: REF_PREFIX + hashlib.sha256(data).hexdigest() == ref
+
+
+class LocalArtifactStore(BackedArtifactStore):
+    """Artifacts as files named by their SHA-256, written atomically; identical content is stored once."""
+
+    def __init__(self, root: str | Path):
+        self.local = LocalBackend(root)
+        super().__init__(self.local)
+
+    @property
+    def root(self) -> Path:
+        return self.local.root
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -212,12 +289,27 @@ def _default(value: Any) -> Any:
 
 
 _default_store: ArtifactStore | None = None
+_default_location: str | None = None
 
 
 def default_artifact_store() -> ArtifactStore:
-    """The process-wide store: `$SLEUTH_ARTIFACTS` or `$SLEUTH_HOME/artifacts`."""
-    global _default_store
-    root = (load_settings().artifacts or sleuth_home() / "artifacts").expanduser()
-    if not isinstance(_default_store, LocalArtifactStore) or _default_store.root != root:
-        _default_store = LocalArtifactStore(root)
+    """The process-wide store: `$SLEUTH_ARTIFACTS` (a folder, or `s3://bucket/prefix`) or
+    `$SLEUTH_HOME/artifacts`."""
+    global _default_store, _default_location
+    configured = load_settings().artifacts
+    location = str(configured or sleuth_home() / "artifacts")
+    if _default_store is None or _default_location != location:
+        if is_object_store_url(location):
+            # Imported here: the S3 client is an optional extra (`sleuth[s3]`).
+            from sleuth.runtime.artifacts_s3 import S3Backend
+
+            _default_store = BackedArtifactStore(S3Backend.from_url(location))
+        else:
+            _default_store = LocalArtifactStore(Path(location).expanduser())
+        _default_location = location
     return _default_store
+
+
+def is_object_store_url(location: str) -> bool:
+    """Whether `SLEUTH_ARTIFACTS` names object storage (`s3://…`) rather than a folder."""
+    return "://" in location

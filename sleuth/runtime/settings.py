@@ -59,8 +59,22 @@ class SleuthSettings(BaseSettings):
 
     home: Path | None = None
     """The data directory: Temporal's SQLite file and log, artifacts, stores, rows, model weights (default `~/.sleuth`)."""
-    artifacts: Path | None = None
-    """Where run state (evidence, conversations, checkpoints) is stored (default `$SLEUTH_HOME/artifacts`); workers on several machines must share it."""
+    artifacts: Path | str | None = None
+    """Where run state (evidence, conversations, checkpoints, workspace files, offloaded payloads) is stored: a folder, or `s3://bucket/prefix` for S3-compatible object storage reached through the standard AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`) (default `$SLEUTH_HOME/artifacts`); workers on several machines must share it."""
+    payload_offload: bool = True
+    """Whether payloads over `payload_offload_bytes` go to the artifact store (Temporal External Storage) with only a reference in the workflow history, instead of being refused by the server's 2 MiB limit."""
+    payload_offload_bytes: int = Field(default=256 * 1024, ge=1024, le=2 * 1024 * 1024)
+    """A payload of at least this many bytes (default 256 KiB) is offloaded to the artifact store; Temporal warns from 512 KiB and refuses 2 MiB."""
+    max_payload_bytes: int = Field(default=50 * 1024 * 1024, ge=1024 * 1024)
+    """The largest payload a step may produce even offloaded (default 50 MiB); a bigger one fails the step at once with a non-retryable `PayloadTooLarge` error naming it."""
+    workspace_max_bytes: PositiveInt = 50_000_000
+    """Total bytes a deep agent's in-memory workspace may hold (default 50 MB); a write past it is refused with a tool error the model sees."""
+    workspace_max_files: PositiveInt = 1000
+    """Files a deep agent's in-memory workspace may hold (default 1000)."""
+    workspace_max_depth: PositiveInt = 32
+    """Folders a workspace path may be nested in (default 32)."""
+    workspace_max_path_chars: PositiveInt = 512
+    """Characters a workspace path may have (default 512)."""
     task_queue: str | None = None
     """The task queue workers poll and commands start runs on (default: the App's queue, `sleuth`)."""
     embedded_address: str = DEFAULT_EMBEDDED_ADDRESS
@@ -117,6 +131,20 @@ class SleuthSettings(BaseSettings):
             return value
         text = value.strip()
         return text.lower() if info.field_name == "log_format" else text.upper()
+
+    @field_validator("artifacts", mode="before")
+    @classmethod
+    def _folder_or_url(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if "://" not in value:
+            return Path(value)
+        scheme, _, rest = value.partition("://")
+        if scheme != "s3":
+            raise ValueError(f"{scheme}:// is not a supported store; use a folder or s3://")
+        if not rest.split("/", 1)[0]:
+            raise ValueError("the URL names no bucket")
+        return value
 
     @field_validator("sinks", mode="before")
     @classmethod
@@ -223,6 +251,8 @@ def _describe(error: Any) -> str:
 
 def expected_form(field: str) -> str:
     """What a variable takes, in words: `a whole number greater than 0`, `one of: console, json`."""
+    if field == "artifacts":
+        return "a folder, or s3://bucket/prefix"
     info = SleuthSettings.model_fields[field]
     annotation = _without_none(info.annotation)
     metadata = list(info.metadata)
@@ -237,6 +267,8 @@ def expected_form(field: str) -> str:
         above = f" from {lowest} to {highest}"
     if typing.get_origin(annotation) is Literal:
         return "one of: " + ", ".join(str(choice) for choice in typing.get_args(annotation))
+    if annotation is bool:
+        return "true or false"
     if annotation is int:
         return f"a whole number{above}"
     if annotation is float:

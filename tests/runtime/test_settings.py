@@ -79,6 +79,13 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
         "SLEUTH_PRICES": str(tmp_path / "prices.toml"),
         "SLEUTH_METRICS_PORT": "9464",
         "SLEUTH_METRICS_HOST": "0.0.0.0",
+        "SLEUTH_PAYLOAD_OFFLOAD": "false",
+        "SLEUTH_PAYLOAD_OFFLOAD_BYTES": "65536",
+        "SLEUTH_MAX_PAYLOAD_BYTES": "8388608",
+        "SLEUTH_WORKSPACE_MAX_BYTES": "1000",
+        "SLEUTH_WORKSPACE_MAX_FILES": "10",
+        "SLEUTH_WORKSPACE_MAX_DEPTH": "4",
+        "SLEUTH_WORKSPACE_MAX_PATH_CHARS": "64",
     }
     assert set(values) == set(ENV_VARIABLES), "this test sets every variable the model has"
     load_settings()  # a cached value must not hide the variables set below
@@ -112,6 +119,10 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
     assert settings.heartbeat_throttle_seconds == 0.5
     assert (settings.metrics_host, settings.metrics_port) == ("0.0.0.0", 9464)
     assert settings.prices == tmp_path / "prices.toml"
+    assert (settings.payload_offload, settings.payload_offload_bytes) == (False, 65536)
+    assert settings.max_payload_bytes == 8388608
+    assert (settings.workspace_max_bytes, settings.workspace_max_files) == (1000, 10)
+    assert (settings.workspace_max_depth, settings.workspace_max_path_chars) == (4, 64)
 
     clean_env.setenv("SLEUTH_TASK_QUEUE", "cpu-pool")
     assert load_settings().task_queue == "cpu-pool"
@@ -179,10 +190,12 @@ def test_worker_variables_are_settings_fields() -> None:
 
 
 def readme_setting_rows() -> dict[str, list[str]]:
-    """`{variable: cells}` for each SLEUTH_* row of the README's `| variable | ... |` tables."""
+    """`{variable: cells}` for each SLEUTH_* row of the `| variable | ... |` tables of the README
+    and of the docs pages that document settings of their own."""
     rows: dict[str, list[str]] = {}
     in_table = False
-    for line in (ROOT / "README.md").read_text().splitlines():
+    pages = [ROOT / "README.md", ROOT / "docs" / "scale-out.md"]
+    for line in "\n".join(page.read_text() for page in pages).splitlines():
         if not line.startswith("|"):
             in_table = False
             continue
