@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "models": "sleuth.workers.cli_models",
     "ingest": "sleuth.workers.cli_ingest",
     "research": "sleuth.workers.cli_research",
+    "report": "sleuth.workers.cli_report",
     "scan": "sleuth.workers.cli_scan",
     "rows": "sleuth.workers.cli_scan",
     "schedule": "sleuth.workers.cli_schedule",

@@ -17,6 +17,7 @@ from sleuth.research import ResearchReport
 from sleuth.runtime.paths import workflow_link
 from sleuth.usage.pricing import usd
 from sleuth.workers.cli_events import showing_steps
+from sleuth.workers.cli_report import add_output_argument, check_output, save_report
 from sleuth.workers.render import print_report
 from sleuth.workers.session import add_session_arguments, open_session, workflow_pollers
 from sleuth.workflows.research import ResearchWorkflow
@@ -100,10 +101,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"exit 0 when the report is not grounded (status partial or not_found); without it "
         f"such a run exits {EXIT_UNGROUNDED}",
     )
+    add_output_argument(parser)
     parser.set_defaults(func=run_research_command)
 
 
 async def run_research_command(args: argparse.Namespace) -> int:
+    problem = check_output(args.output)
+    if problem:
+        print(f"sleuth: {problem}", file=sys.stderr)
+        return 2
     request = ResearchRequest(
         prompt=args.prompt,
         research=args.research,
@@ -152,6 +158,8 @@ async def run_research_command(args: argparse.Namespace) -> int:
         print(json.dumps(outcome.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
         print_report(format_report(outcome, link), sys.stdout)
+    if args.output:
+        save_report(outcome.final_state, args.output, workflow_id, session.client.namespace)
     return exit_code(outcome.final_state, allow_ungrounded=args.allow_ungrounded)
 
 

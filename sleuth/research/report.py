@@ -176,6 +176,25 @@ class ResearchReport(Record):
                 f"the research config's output_schema: {exc}"
             ) from exc
 
+    def to_markdown(self, *, workflow_id: str | None = None, web_ui: str | None = None) -> str:
+        """The report as Markdown to keep or share (`sleuth.research.render`); pass the run's
+        workflow id and Web UI link when there is one."""
+        from sleuth.research.render import to_markdown
+
+        return to_markdown(self, workflow_id=workflow_id, web_ui=web_ui)
+
+    def to_html(self, *, workflow_id: str | None = None, web_ui: str | None = None) -> str:
+        """The report as one self-contained HTML page: offline, printable, dark-mode aware."""
+        from sleuth.research.render import to_html
+
+        return to_html(self, workflow_id=workflow_id, web_ui=web_ui)
+
+    def to_json(self, *, workflow_id: str | None = None, web_ui: str | None = None) -> str:
+        """The report's sections as JSON (the same sections as the Markdown and HTML)."""
+        from sleuth.research.render import to_json
+
+        return to_json(self, workflow_id=workflow_id, web_ui=web_ui)
+
 
 def build_final_state(
     state: ResearchState,

@@ -164,6 +164,11 @@ class ResearchResult:
     def summary(self) -> str:
         return self.final_state.summary
 
+    @property
+    def report(self) -> ResearchReport:
+        """The report (`final_state`): `result.report.to_html()`, `.to_markdown()`, `.to_json()`."""
+        return self.final_state
+
     def model_dump(self, *, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
         """The report as plain data (`final_state.model_dump()`), as a scan's `to_row` may use it."""
         return self.final_state.model_dump(mode=mode)

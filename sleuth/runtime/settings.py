@@ -123,6 +123,18 @@ class SleuthSettings(BaseSettings):
     """`sleuth worker` serves Prometheus metrics on this port (the Temporal SDK's and Sleuth's); unset, none."""
     metrics_host: str = DEFAULT_METRICS_HOST
     """The interface the metrics endpoint listens on; `0.0.0.0` in a container."""
+    serve_token: SecretStr | None = None
+    """The bearer token `sleuth serve` requires on every request (`Authorization: Bearer …`, or its page's cookie); required when it listens on anything but loopback. At least 16 characters."""
+    serve_token_file: Path | None = None
+    """A file (mode 0600) holding that token on its first line, instead of `SLEUTH_SERVE_TOKEN`."""
+    serve_allowed_hosts: Annotated[list[str], NoDecode] = []
+    """Host names `sleuth serve` answers to besides loopback's (`localhost`, `127.0.0.1`, `::1`) and the address it listens on, separated by commas; a request naming another `Host` is refused (DNS rebinding). `*` allows any."""
+    serve_max_body_bytes: PositiveInt = 1_048_576
+    """The largest request body `sleuth serve` reads; a larger one is refused with 413 before or while it arrives, never read whole."""
+    serve_cors_origins: Annotated[list[str], NoDecode] = []
+    """Origins whose pages may call `sleuth serve` from a browser (CORS), separated by commas; none by default."""
+    serve_sse_ping_seconds: PositiveFloat = 15.0
+    """`sleuth serve` sends a keep-alive comment on an idle event stream this often, so proxies keep it open."""
 
     @field_validator("log_format", "log_level", "temporal_log_level", mode="before")
     @classmethod
@@ -152,6 +164,13 @@ class SleuthSettings(BaseSettings):
         if not isinstance(value, str):
             return value
         return parse_sink_settings(value)
+
+    @field_validator("serve_allowed_hosts", "serve_cors_origins", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return [part.strip() for part in value.split(",") if part.strip()]
 
     @field_validator("sink_dirs", mode="before")
     @classmethod
@@ -215,7 +234,7 @@ def env_name(field: str) -> str:
 
 ENV_VARIABLES: tuple[str, ...] = tuple(env_name(name) for name in SleuthSettings.model_fields)
 """Every variable the settings model reads."""
-_SECRET_FIELDS = frozenset({"encryption_key"})
+_SECRET_FIELDS = frozenset({"encryption_key", "serve_token"})
 
 
 def load_settings() -> SleuthSettings:
@@ -276,6 +295,8 @@ def expected_form(field: str) -> str:
     if annotation is Path:
         return "a path"
     if typing.get_origin(annotation) is list:
+        if typing.get_args(annotation) == (str,):
+            return "names separated by commas"
         return f"paths separated by {os.pathsep!r}"
     if typing.get_origin(annotation) is dict:
         return "name=URL pairs separated by commas, e.g. audit=jsonl:///srv/rows/audit.jsonl"

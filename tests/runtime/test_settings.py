@@ -86,6 +86,12 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
         "SLEUTH_WORKSPACE_MAX_FILES": "10",
         "SLEUTH_WORKSPACE_MAX_DEPTH": "4",
         "SLEUTH_WORKSPACE_MAX_PATH_CHARS": "64",
+        "SLEUTH_SERVE_TOKEN": "t" * 32,
+        "SLEUTH_SERVE_TOKEN_FILE": str(tmp_path / "token"),
+        "SLEUTH_SERVE_ALLOWED_HOSTS": "sleuth.example.com, 10.0.0.5",
+        "SLEUTH_SERVE_MAX_BODY_BYTES": "65536",
+        "SLEUTH_SERVE_CORS_ORIGINS": "https://app.example.com",
+        "SLEUTH_SERVE_SSE_PING_SECONDS": "5",
     }
     assert set(values) == set(ENV_VARIABLES), "this test sets every variable the model has"
     load_settings()  # a cached value must not hide the variables set below
@@ -123,6 +129,11 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
     assert settings.max_payload_bytes == 8388608
     assert (settings.workspace_max_bytes, settings.workspace_max_files) == (1000, 10)
     assert (settings.workspace_max_depth, settings.workspace_max_path_chars) == (4, 64)
+    assert settings.serve_token is not None and settings.serve_token.get_secret_value() == "t" * 32
+    assert settings.serve_token_file == tmp_path / "token"
+    assert settings.serve_allowed_hosts == ["sleuth.example.com", "10.0.0.5"]
+    assert (settings.serve_max_body_bytes, settings.serve_sse_ping_seconds) == (65536, 5.0)
+    assert settings.serve_cors_origins == ["https://app.example.com"]
 
     clean_env.setenv("SLEUTH_TASK_QUEUE", "cpu-pool")
     assert load_settings().task_queue == "cpu-pool"

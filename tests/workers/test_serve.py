@@ -35,6 +35,8 @@ async def sse_messages(response: httpx.Response) -> AsyncIterator[dict]:
                 yield message
             message = {}
             continue
+        if line.startswith(":"):
+            continue  # a keep-alive comment
         field, _, value = line.partition(": ")
         message[field] = json.loads(value) if field == "data" else value
 
