@@ -27,7 +27,7 @@ _CODE_LINE = re.compile(
         | [\w.]+\s*=\s*[\w.]+\(.*
         | return\s+[\w.]+\(.*\)\s*$
         | [{}()\]\[]+[,;]?\s*$ | \"\"\"\s*$ | \'\'\'\s*$
-    )|\S.*\s(?:\#|//)\s.*$   # code followed by a comment
+    )|\S\s+(?:\#|//)\s   # code followed by a comment
     """,
     re.VERBOSE,
 )
@@ -38,9 +38,14 @@ _COMMENT_LINE = re.compile(r"^\s*(?:#+|//+)(?=\s|$)")
 _TABLE_LINE = re.compile(
     r"^\s*\|.*\|\s*$"  # a Markdown row
     r"|^[^,\s][^,]*(?:,(?! )[^,]*){2,}$"  # a CSV row: three or more cells, no space after commas
-    r"|\S(?<![.!?:;,])(?: {2,}|\t)\S.*\S(?<![.!?:;,])(?: {2,}|\t)\S"  # aligned columns
 )
-"""A row of a table: Markdown, CSV, or columns aligned with runs of spaces or tabs."""
+"""A row of a table: Markdown or CSV (`_COLUMN_GAP` finds columns aligned with spaces or tabs)."""
+_COLUMN_GAP = re.compile(r"(?<=[^\s.!?:;,])(?: {2,}|\t)(?=\S)")
+"""A gap between two aligned columns: a run of two or more spaces, or a tab, between a cell
+that does not end a sentence and the next cell."""
+MAX_LINE_CHARS = 1000
+"""A line longer than this is prose whatever it holds: no line of code or table row is that
+long, and the patterns above need not scan a megabyte of one-line evidence."""
 
 
 def _segmenter() -> pysbd.Segmenter:
@@ -52,11 +57,14 @@ _SEGMENTER = _segmenter()
 
 def line_kind(line: str) -> str:
     """`code`, `table`, `comment` (a line that is only a comment) or `prose`."""
+    line = line.rstrip("\n")
+    if len(line) > MAX_LINE_CHARS:
+        return "prose"
     if _COMMENT_LINE.match(line):
         return "comment"
-    if _TABLE_LINE.search(line.rstrip("\n")):
+    if _TABLE_LINE.search(line) or len(_COLUMN_GAP.findall(line.strip())) >= 2:
         return "table"
-    if _CODE_LINE.search(line.rstrip("\n")):
+    if _CODE_LINE.search(line):
         return "code"
     return "prose"
 
@@ -124,27 +132,51 @@ def _block_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
 _COMMENT_MARKS = re.compile(r"(?m)^\s*(?:#+|//+)")
 
 
+PYSBD_WINDOW_CHARS = 2000
+"""pysbd reads a paragraph this many characters at a time: its time grows with the square of
+its input (a 100 KB paragraph took 30 s), so a long paragraph goes through in windows."""
+
+
 def _prose_spans(block: str) -> list[tuple[int, int]]:
     """pysbd's sentences of one paragraph, located in it. Line breaks are read as spaces (the
-    same length, so offsets hold): pysbd would end a sentence at each of them."""
+    same length, so offsets hold): pysbd would end a sentence at each of them.
+
+    A paragraph longer than `PYSBD_WINDOW_CHARS` is read in windows: of each window's
+    sentences all but the last are kept (the last may be cut by the window's end), and the next
+    window starts where that last one did, so every sentence is segmented with its context."""
     flat = block.replace("\r", " ").replace("\n", " ")
-    spans = []
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while start < len(flat):
+        end = min(len(flat), start + PYSBD_WINDOW_CHARS)
+        found = _window_spans(flat, start, end)
+        if end < len(flat) and len(found) > 1:
+            found.pop()  # it may go on past the window
+        for a, b in found:
+            if spans and _continues(flat[spans[-1][0] : spans[-1][1]], flat[a:b]):
+                spans[-1] = (spans[-1][0], b)
+            else:
+                spans.append((a, b))
+        start = max(end if end == len(flat) or not found else found[-1][1], start + 1)
+    return spans
+
+
+def _window_spans(flat: str, start: int, end: int) -> list[tuple[int, int]]:
+    """pysbd's sentences of `flat[start:end]`, as offsets into `flat`."""
+    window = flat[start:end]
+    spans: list[tuple[int, int]] = []
     position = 0
-    for segment in _SEGMENTER.segment(flat):
+    for segment in _SEGMENTER.segment(window):
         piece = segment.strip()
         if not piece:
             continue
-        found = flat.find(piece, position)
+        found = window.find(piece, position)
         if found < 0:  # pysbd normalised something; keep the rest as one sentence
-            spans.append((position, len(flat)))
-            return spans
-        if spans and _continues(flat[spans[-1][0] : spans[-1][1]], piece):
-            spans[-1] = (spans[-1][0], found + len(piece))
-        else:
-            spans.append((found, found + len(piece)))
+            break
+        spans.append((start + found, start + found + len(piece)))
         position = found + len(piece)
-    if position < len(flat) and flat[position:].strip():
-        spans.append((position, len(flat)))
+    if position < len(window) and window[position:].strip():
+        spans.append((start + position, end))
     return spans
 
 
