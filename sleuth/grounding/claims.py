@@ -143,3 +143,40 @@ def content_words(text: str) -> set[str]:
         for w in WORD.findall(text)
         if w.lower() not in STOPWORDS and len(w) > 1
     }
+
+
+_IRREGULAR_FORMS = """
+arise arose arisen|awake awoke awoken|be was were been|bear bore borne born|beat beaten|
+become became|begin began begun|bend bent|bet|bind bound|bite bit bitten|bleed bled|blow blew
+blown|break broke broken|bring brought|build built|burn burnt|buy bought|catch caught|choose
+chose chosen|come came|cost|cut|deal dealt|dig dug|do did done does|draw drew drawn|drink drank
+drunk|drive drove driven|eat ate eaten|fall fell fallen|feed fed|feel felt|fight fought|find
+found|fly flew flown|forbid forbade forbidden|forget forgot forgotten|freeze froze frozen|get
+got gotten|give gave given|go went gone goes|grow grew grown|hang hung|have has had|hear heard|
+hide hid hidden|hit|hold held|hurt|keep kept|know knew known|lay laid|lead led|leave left|lend
+lent|let|lose lost|make made|mean meant|meet met|pay paid|put|quit|read|ride rode
+ridden|ring rang rung|rise rose risen|run ran|say said|see saw seen|seek sought|sell sold|send
+sent|set|shake shook shaken|shine shone|shoot shot|show showed shown|shrink shrank shrunk|shut|
+sing sang sung|sink sank sunk|sit sat|sleep slept|slide slid|speak spoke spoken|spend spent|
+split|spread|stand stood|steal stole stolen|stick stuck|strike struck|swear swore sworn|sweep
+swept|swim swam swum|take took taken|teach taught|tear tore torn|tell told|think thought|throw
+threw thrown|understand understood|wake woke woken|wear wore worn|win won|write wrote written
+"""
+IRREGULAR_BASE: dict[str, str] = {
+    form: forms.split()[0]
+    for forms in _IRREGULAR_FORMS.replace("\n", " ").split("|")
+    if forms.split()
+    for form in forms.split()
+}
+"""Each inflected form of a common English irregular verb mapped to its base form (`grew` ->
+`grow`), so a crude prefix stem matches a question's `grow` with an answer's `grew`."""
+
+STEM_CHARS = 5
+"""Words are compared by their first `STEM_CHARS` letters (`growth`, `growing` -> `growt`, `growi`
+differ; `markets`, `market` agree)."""
+
+
+def stem(word: str) -> str:
+    """A crude stem of a lower-cased word: an irregular verb's base form (`IRREGULAR_BASE`),
+    then its first `STEM_CHARS` letters."""
+    return IRREGULAR_BASE.get(word, word)[:STEM_CHARS]

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from sleuth.agent.state import EvidenceItem
 from sleuth.grounding import content_words
-from sleuth.research.plan import COVERAGE_SHARE, STEM_CHARS, coverage
+from sleuth.grounding.claims import stem
+from sleuth.research.plan import COVERAGE_SHARE, coverage
 from sleuth.research.report import normalise
 from sleuth.research.state import ClaimRecord, QuestionPart, ResearchState, SubQuestionCoverage
 
@@ -177,7 +178,7 @@ needs to repeat them."""
 
 
 def _stems(text: str) -> set[str]:
-    return {word[:STEM_CHARS] for word in content_words(text) if word not in _ASKING_WORDS}
+    return {stem(word) for word in content_words(text) if word not in _ASKING_WORDS}
 
 
 def part_aids(parts: Sequence[str], sub_questions: Sequence[str]) -> list[list[int]]:

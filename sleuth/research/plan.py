@@ -17,6 +17,7 @@ from sleuth._util.jsontext import json_from_text
 from sleuth.agent.state import EvidenceItem, LoopState
 from sleuth.agent.termination import CustomCondition
 from sleuth.grounding import content_words
+from sleuth.grounding.claims import stem
 from sleuth.grounding.passages import (
     PassageIndex,
     distinct_positions,
@@ -40,9 +41,8 @@ MAX_SUB_QUESTIONS = 8
 """The most sub-questions a spec may ask for."""
 COVERAGE_SHARE = 0.5
 """A passage answers a sub-question when it contains at least this share of the sub-question's
-content words (rounded up, at least one), compared by their first `STEM_CHARS` letters."""
-STEM_CHARS = 5
-"""Letters compared per word, so `receives`, `received` and `receive` match (a crude stem)."""
+content words (rounded up, at least one), compared by their crude stems (`stem`: `receives`,
+`received` and `receive` match, and so do `grow` and `grew`)."""
 COVERED = "covered"
 """An execute agent's stop reason when the results of its tool calls cover its sub-question."""
 COVERAGE_PASSAGES = 3
@@ -94,7 +94,7 @@ async def write_sub_questions(spec: ResearchSpec, state: ResearchState, model: M
 
 
 def _stems(text: str) -> set[str]:
-    return {word[:STEM_CHARS] for word in content_words(text)}
+    return {stem(word) for word in content_words(text)}
 
 
 def coverage(

@@ -88,7 +88,7 @@ def report_view(
     numbers = source_numbers(report)
     view: dict[str, Any] = {
         "question": report.prompt,
-        "status": _status(report),
+        "status": report.status,
         "answer": _answer(report, numbers),
         "parts": _parts(report),
         "claims": _claims(report, numbers),
@@ -223,29 +223,17 @@ def _coverage(report: ResearchReport) -> list[dict[str, Any]]:
     return entries
 
 
-def _status(report: ResearchReport) -> str | None:
-    status = getattr(report, "status", None)
-    return None if status is None else str(status)
-
-
-def _parts(report: ResearchReport) -> list[dict[str, Any]] | None:
-    """The question's own parts with what the report says of each, on reports that carry them."""
-    parts = getattr(report, "parts", None)
-    if parts is None:
-        return None
-    shown = []
-    for part in parts:
-        data = part.model_dump(mode="json") if hasattr(part, "model_dump") else dict(part)
-        state = str(data.get("state", ""))
-        shown.append(
-            {
-                "text": str(data.get("text", "")),
-                "state": NOT_IN_SOURCES if state == "not_stated" else state,
-                "statement": str(data.get("statement") or ""),
-                "claims": [str(c) for c in data.get("claims", [])],
-            }
-        )
-    return shown
+def _parts(report: ResearchReport) -> list[dict[str, Any]]:
+    """The question's own parts with what the report says of each."""
+    return [
+        {
+            "text": part.text,
+            "state": NOT_IN_SOURCES if part.state == "not_stated" else part.state,
+            "statement": part.statement,
+            "claims": list(part.claims),
+        }
+        for part in report.parts
+    ]
 
 
 def _run(report: ResearchReport) -> dict[str, Any]:
@@ -363,7 +351,7 @@ def _md_answer(view: dict[str, Any]) -> str:
 
 
 def _md_parts(view: dict[str, Any]) -> str:
-    if view["parts"] is None:
+    if not view["parts"]:
         return ""
     lines = ["## Parts of the question", ""]
     for number, part in enumerate(view["parts"], start=1):

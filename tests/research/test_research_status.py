@@ -26,7 +26,7 @@ from sleuth.workers.cli_research import EXIT_UNGROUNDED, exit_code, format_repor
 from tests.helpers.cli_process import run_sleuth
 from tests.helpers.timeouts import scaled
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ROWS = [
     {"text": "Alpha ships red widgets in 2024.", "source": "alpha.md"},
     {"text": "Beta ships blue widgets in 2023.", "source": "beta.md"},

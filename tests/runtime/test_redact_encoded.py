@@ -30,7 +30,7 @@ from tests.helpers.apps import encoded_leak_app
 from tests.helpers.cli_process import run_sleuth
 from tests.helpers.timeouts import scaled
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Shaped like no known key format, with characters that base64 and URL encoding both change.
 KEY = "gwk_7d1e/4a9c+2f5b?8e3a=6d0c9f2b~5e8a1d4c"
 FORMS = encoded_leak_app.encoded_forms(KEY)

@@ -27,7 +27,7 @@ from sleuth.workers.codec_server import MAX_BODY_BYTES
 from tests.helpers.ports import free_ports
 from tests.helpers.timeouts import scaled
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FLOOD_BYTES = 300 << 20
 ALLOWED_GROWTH_KIB = 8 << 10
 """How much the server's peak resident memory may grow while it is flooded (8 MiB)."""

@@ -99,7 +99,7 @@ def test_a_tied_child_dies_when_its_parent_is_killed(use_prctl: bool) -> None:
         [sys.executable, "-c", _PARENT.format(use_prctl=use_prctl)],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     try:
         assert parent.stdout is not None

@@ -13,7 +13,17 @@ from sleuth import create_research_workflow
 from sleuth.research import ClaimRecord, ResearchReport
 from sleuth.research.render import format_for, report_view, write_report
 from tests.helpers.browser import CHROMIUM, open_page
-from tests.helpers.research_scripts import FACT, ResearchScript, lookup, scripted_model
+from sleuth.models.base import ModelResponse
+from sleuth.models.scripted import ModelCall
+from sleuth.research import node_of_request
+from tests.helpers.research_scripts import (
+    FACT,
+    REWORDED,
+    ResearchScript,
+    judge_answer,
+    lookup,
+    scripted_model,
+)
 
 QUESTION = "How fast did the CRM market grow, and which penguin colonies buy CRM seats?"
 MISSING_PART = "Which penguin colonies buy CRM seats in Antarctica?"
@@ -23,13 +33,28 @@ WEB_UI = "http://localhost:8233/namespaces/default/workflows/research-demo-01234
 HOSTILE = '<script>alert("owned")</script><img src=x onerror=alert(1)>'
 
 
+class PenguinDoubter(ResearchScript):
+    """The judge rejects every claim about penguins, and follows `verdicts` for the rest."""
+
+    def __call__(self, call: ModelCall) -> ModelResponse:
+        asked = call.messages[-1].content or ""
+        if node_of_request(call.messages) not in NODES_THAT_WRITE and "Penguins" in asked:
+            self.seen.append("judge")
+            return judge_answer(False)
+        return super().__call__(call)
+
+
+NODES_THAT_WRITE = {"execute", "causal_inference", "summarize", "regenerate", "replan", "plan"}
+
+
 @pytest.fixture(scope="module")
 async def report() -> ResearchReport:
     """A scripted run that regenerates, replans, removes a claim and leaves one part of the
     question without evidence."""
-    script = ResearchScript(
+    script = PenguinDoubter(
         verdicts=[False, True],
         summary=f"{FACT} {UNSUPPORTED}",
+        rewrite=f"{REWORDED} {UNSUPPORTED}",
         sub_questions=["How fast did the CRM market grow?", MISSING_PART],
     )
     spec = create_research_workflow(
@@ -78,7 +103,8 @@ def test_markdown_holds_every_part(report: ResearchReport) -> None:
 def test_json_holds_every_part(report: ResearchReport) -> None:
     data = json.loads(report.to_json(workflow_id=WORKFLOW_ID, web_ui=WEB_UI))
     assert data["question"] == QUESTION
-    assert data["answer"]["text"] == FACT and data["answer"]["cited"] == [1]
+    assert data["answer"]["text"] == report.summary and data["answer"]["cited"] == [1]
+    assert report.claims[0].claim in data["answer"]["text"] and UNSUPPORTED not in report.summary
     [claim] = data["claims"]
     assert claim["verdict"] == "grounded" and claim["score"] == round(report.claims[0].score, 4)
     assert claim["quotes"][0]["quote"] == FACT and claim["quotes"][0]["source"] == 1
@@ -96,8 +122,11 @@ def test_json_holds_every_part(report: ResearchReport) -> None:
     )
     assert run["total_tokens"] == report.usage.total_tokens and run["cost_usd"] == 0.0
     assert (data["workflow_id"], data["web_ui"]) == (WORKFLOW_ID, WEB_UI)
-    # Fields a newer report may carry are shown only when it has them.
-    assert data["status"] is None and data["parts"] is None
+    assert data["status"] == report.status == "partial"
+    assert [(p["text"], p["state"]) for p in data["parts"]] == [
+        ("How fast did the CRM market grow?", "answered"),
+        ("Which penguin colonies buy CRM seats?", "not in the sources"),
+    ]
 
 
 def test_the_answers_marks_are_renumbered_to_the_source_list(report: ResearchReport) -> None:
@@ -161,17 +190,19 @@ def test_a_report_file_is_written_whole_in_the_format_its_name_says(
     assert [format_for(n) for n in ("r.md", "R.HTML", "r.json")] == ["markdown", "html", "json"]
     with pytest.raises(ValueError, match=r"end the file name with \.md, .*\.html, .*\.json"):
         format_for("report.pdf")
-    target = tmp_path / "report.html"
+    folder = tmp_path / "out"
+    folder.mkdir()
+    target = folder / "report.html"
     assert write_report(report, target, workflow_id=WORKFLOW_ID) is False
     assert target.read_text().startswith("<!DOCTYPE html>")
     target.chmod(0o640)
     assert write_report(report, target) is True  # replaced, and says so
     assert target.stat().st_mode & 0o777 == 0o640
     with pytest.raises(ValueError):
-        write_report(report, tmp_path / "report.txt")
+        write_report(report, folder / "report.txt")
     with pytest.raises(FileNotFoundError, match="create the folder"):
-        write_report(report, tmp_path / "no" / "report.md")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # no temporary left
+        write_report(report, folder / "no" / "report.md")
+    assert sorted(p.name for p in folder.iterdir()) == ["report.html"]  # no temporary left
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")

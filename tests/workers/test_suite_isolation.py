@@ -20,7 +20,7 @@ from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PERSON_HOME = "SLEUTH_TEST_PERSON_HOME"
 ENVIRONMENT_CLEARING_TESTS = [
     # Unsets SLEUTH_HOME and reads the default data directory.

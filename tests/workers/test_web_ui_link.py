@@ -17,7 +17,7 @@ from tests.helpers.worker_processes import start_foreground_server, stop_foregro
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _started_link(port: int) -> str:
