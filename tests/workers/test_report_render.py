@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from sleuth import create_research_workflow
-from sleuth.research import ClaimRecord, ResearchReport
-from sleuth.research.render import format_for, report_view, write_report
-from tests.helpers.browser import CHROMIUM, open_page
 from sleuth.models.base import ModelResponse
 from sleuth.models.scripted import ModelCall
-from sleuth.research import node_of_request
+from sleuth.research import ClaimRecord, ResearchReport, node_of_request
+from sleuth.research.render import format_for, report_view, write_report
+from tests.helpers.browser import CHROMIUM, open_page
 from tests.helpers.research_scripts import (
     FACT,
     REWORDED,
