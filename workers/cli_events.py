@@ -34,11 +34,29 @@ DRAIN_SECONDS = 10.0
 
 
 def describe_event(event: Event) -> str:
-    """One line a person reads for `event`."""
+    """One line a person reads for `event` ("" for `research.node`, the counters a node's
+    finished event says better)."""
     data = event.data
+    node = str(data.get("node", "")).replace("_", " ")
     match event.event_type:
+        case "research.node":
+            return ""
         case "research.node.started":
-            line = f"→ {str(data.get('node', '')).replace('_', ' ')}"
+            line = f"→ {node}"
+        case "research.node.finished":
+            outcome = step_outcome(data)
+            line = f"✓ {node}" + (f" — {outcome}" if outcome else "")
+        case "research.node.failed":
+            line = f"✗ {node} — {data.get('error', 'failed')}"
+        case "research.finished":
+            score = data.get("grounding_score")
+            grounding = f", grounding {score:.0%}" if isinstance(score, int | float) else ""
+            line = f"■ finished: {data.get('status')}{grounding} ({data.get('end_reason')})"
+        case "agent.reflexion":
+            issues = "; ".join(str(i) for i in data.get("issues") or [])
+            line = f"· reflexion {data.get('iteration')}: {data.get('verdict')}" + (
+                f" — {issues}" if issues else ""
+            )
         case "agent.iteration":
             calls = ", ".join(data.get("tool_calls") or []) or "an answer"
             line = f"· model turn {data.get('iteration')}: {calls}"
@@ -78,8 +96,10 @@ def _decided(data: dict[str, object]) -> str:
 async def print_events(client: Client, workflow_id: str, out: TextIO) -> None:
     """Print the run's events as they arrive, until it has ended and all were read."""
     async for _, event in follow_events(client, workflow_id):
-        out.write(describe_event(event) + "\n")
-        out.flush()
+        line = describe_event(event)
+        if line:
+            out.write(line + "\n")
+            out.flush()
 
 
 @asynccontextmanager
@@ -190,7 +210,7 @@ class StepDisplay:
                 self._end("✓", _decided(data), event.timestamp)
             case "research.finished":
                 self._clear()
-            case _ if self.details:
+            case _ if self.details and describe_event(event):
                 self._say("  " + describe_event(event))  # under the step it belongs to
 
     def fail(self, reason: str) -> None:

@@ -308,3 +308,28 @@ def test_a_scheduled_scan_has_a_summary() -> None:
     )
     assert isinstance(schedule.action, ScheduleActionStartWorkflow)
     assert schedule.action.static_summary == "scan rows with research default"
+
+
+def test_the_run_page_gets_the_same_step_lines_as_the_terminal() -> None:
+    """`describe_event` (the `line` of each SSE message `sleuth serve` sends its run page) says
+    what a step found as the terminal's step lines do, and gives the node counters no line."""
+    from sleuth.workers.cli_events import describe_event
+
+    def line(event_type: str, **data: Any) -> str:
+        return describe_event(
+            Event(event_type=event_type, run_id="r", data=data, timestamp=0.0)
+        ).strip()
+
+    assert line("research.node.started", node="grounding_eval") == "→ grounding eval"
+    assert line(
+        "research.node.finished", node="grounding_eval", grounding_score=0.5,
+        grounding_threshold=0.65,
+    ) == "✓ grounding eval — grounding score 50% (needs 65%)"  # fmt: skip
+    assert line("research.node.failed", node="execute", error="boom") == "✗ execute — boom"
+    assert line("research.node", node="execute", replan_count=0) == ""
+    assert line(
+        "research.finished", status="partial", grounding_score=1.0, end_reason="max_replans"
+    ) == "■ finished: partial, grounding 100% (max_replans)"  # fmt: skip
+    assert line("agent.reflexion", iteration=2, verdict="revise", issues=["empty result"]) == (
+        "· reflexion 2: revise — empty result"
+    )

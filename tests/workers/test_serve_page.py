@@ -25,7 +25,7 @@ from tests.helpers.ports import free_ports
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "page-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CAP = 65536
