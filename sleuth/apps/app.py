@@ -180,7 +180,12 @@ class App:
         return spec
 
     def new_agent(self, name: str) -> RunnableAgent:
-        return _lookup("agent", name, self._agents)()
+        """A fresh agent from the factory registered as `name`, built with this App active
+        (`use_app`), so a factory's `create_deepagent(datastores=["name"])` finds this App's
+        datastores."""
+        factory = _lookup("agent", name, self._agents)
+        with use_app(self):
+            return factory()
 
     def get_provider(self, name: str) -> KnowledgeProvider:
         return _lookup("provider", name, self._providers)

@@ -148,14 +148,16 @@ async def test_an_unknown_name_is_the_top_level_failure_message(
 
 
 def test_create_deepagent_takes_datastore_names_of_the_current_app(
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     app = App(name="stores")
     app.datastore("guides", RAGRetriever(store=InMemoryVectorStore()), description="how-to")
-    monkeypatch.setattr("sleuth.apps.app._current_app", app)
-    agent = create_deepagent(model=ScriptedModel(), datastores=["guides"], grounding=False)
-    assert "search_guides" in agent.tools
-    assert "how-to" in (agent.system_prompt or "")
+    app.agent(
+        "guide",
+        lambda: create_deepagent(model=ScriptedModel(), datastores=["guides"], grounding=False),
+    )
+    agent = app.new_agent("guide")  # the factory runs with its App active, as in a worker
+    assert "search_guides" in agent.tools  # type: ignore[attr-defined]
+    assert "how-to" in (agent.system_prompt or "")  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("datastores", ["guides", 3, [RAGRetriever(store=InMemoryVectorStore())]])
