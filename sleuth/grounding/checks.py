@@ -661,17 +661,21 @@ def run_checks(
     window = aligned_window(claim, passages)
     wanted = set(content_stems(claim))
     coverage = len(wanted & set(content_stems(window))) / len(wanted) if wanted else 0.0
-    if wanted and coverage < 1.0 and verbatim_in(claim, passages):
+    copied = verbatim_in(claim, passages)
+    if wanted and coverage < 1.0 and copied:
         # The window holds at most three sentences; a longer claim copied from the passages
         # (a code block's lines, a list) is held by them all the same.
         coverage = 1.0
     negation = check_negation(claim, window)
+    # A claim copied word for word from the passages keeps their roles, whatever order the
+    # window's few sentences show its terms in.
+    roles = CheckFinding("swapped_roles") if copied else check_swapped_roles(claim, window)
     return CheckReport(
         findings=[
             check_numbers(claim, passages_text, evidence_text),
             check_names(claim, passages_text),
             negation,
-            check_swapped_roles(claim, window),
+            roles,
             check_unsupported_content(claim, passages_text),
             check_inserted_negation(claim, window, coverage, negation),
         ],

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from test_research_best_draft import in_both_runners
 
 from sleuth import create_research_workflow
 from sleuth.models.base import ModelResponse
@@ -29,6 +28,7 @@ from tests.helpers.coverage_scripts import (
     three_part_script,
 )
 from tests.helpers.research_scripts import scripted_model
+from tests.research.test_research_best_draft import in_both_runners
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
-from test_research_best_draft import in_both_runners
 
 from sleuth import create_research_workflow
 from sleuth.activities.research_models import ResearchOutcome
@@ -25,6 +24,7 @@ from sleuth.tools import tool
 from sleuth.workers.cli_research import EXIT_UNGROUNDED, exit_code, format_report
 from tests.helpers.cli_process import run_sleuth
 from tests.helpers.timeouts import scaled
+from tests.research.test_research_best_draft import in_both_runners
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = [

@@ -30,7 +30,13 @@ from sleuth.models.base import ModelResponse, NonRetryableModelError, RetryableM
 from sleuth.models.scripted import ModelCall, ScriptedModel, text, tool_call
 from sleuth.research import create_research_workflow, node_of_request
 from sleuth.runtime import artifact_crypto
-from sleuth.runtime.artifacts import ArtifactCorruptError, LocalArtifactStore, get_json, put_json
+from sleuth.runtime.artifacts import (
+    ArtifactCorruptError,
+    LocalArtifactStore,
+    get_json,
+    object_key,
+    put_json,
+)
 from sleuth.workers import codec
 from sleuth.workers.binaries import temporal_cli
 from sleuth.workers.codec_server import CodecServer
@@ -46,6 +52,11 @@ from tests.helpers.timeouts import SERVER_STARTUP, scaled
 # -- the artifact store ----------------------------------------------------------------------
 
 
+def file_of(store: LocalArtifactStore, ref: str) -> Path:
+    """The file that holds the artifact `ref` in a local store."""
+    return store.root / object_key(ref)
+
+
 def test_artifacts_are_sealed_with_the_active_key_and_keep_their_plaintext_reference(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -56,11 +67,11 @@ def test_artifacts_are_sealed_with_the_active_key_and_keep_their_plaintext_refer
     assert get_json(store, plain_ref) == {"finding": "written before the key"}, "plaintext reads"
 
     ref = put_json(store, {"finding": "sealed secret"})
-    sealed_file = store._path(ref)
+    sealed_file = file_of(store, ref)
     assert b"sealed secret" not in sealed_file.read_bytes()
     old_id = artifact_crypto.key_id(base64.b64decode(old))
     assert artifact_crypto.sealed_key_id(sealed_file.read_bytes()) == old_id
-    assert b"written before the key" in store._path(plain_ref).read_bytes(), "reads rewrite nothing"
+    assert b"written before the key" in file_of(store, plain_ref).read_bytes(), "reads rewrite nothing"
     assert ref == put_json(store, {"finding": "sealed secret"}), "references are unchanged"
 
     # Rotation: the new key first; the old one still reads, and storing again re-seals.
@@ -73,7 +84,7 @@ def test_artifacts_are_sealed_with_the_active_key_and_keep_their_plaintext_refer
 
     # The plaintext artifact is sealed once it is stored again with a key.
     put_json(store, {"finding": "written before the key"})
-    assert store._path(plain_ref).read_bytes().startswith(artifact_crypto.MAGIC)
+    assert file_of(store, plain_ref).read_bytes().startswith(artifact_crypto.MAGIC)
 
     # Without the key: a clear error naming the variable, and no plaintext written over it.
     monkeypatch.delenv("SLEUTH_ENCRYPTION_KEY")
@@ -94,7 +105,7 @@ def test_an_altered_sealed_artifact_is_corrupt_and_storing_it_again_repairs_it(
     monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", artifact_crypto.new_key())
     store = LocalArtifactStore(tmp_path)
     ref = put_json(store, {"checkpoint": 3})
-    path = store._path(ref)
+    path = file_of(store, ref)
     data = bytearray(path.read_bytes())
     data[-1] ^= 1
     path.write_bytes(bytes(data))
@@ -102,7 +113,7 @@ def test_an_altered_sealed_artifact_is_corrupt_and_storing_it_again_repairs_it(
         get_json(store, ref)
     # Another artifact's valid ciphertext under this name is caught as well.
     other = put_json(store, {"checkpoint": 4})
-    path.write_bytes(store._path(other).read_bytes())
+    path.write_bytes(file_of(store, other).read_bytes())
     with pytest.raises(ArtifactCorruptError, match="corrupt"):
         get_json(store, ref)
     put_json(store, {"checkpoint": 3})
@@ -143,7 +154,8 @@ def test_a_worker_without_the_key_stops_at_a_sealed_checkpoint_instead_of_starti
 def test_every_converter_sleuth_builds_encrypts_failure_messages_with_a_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert codec.data_converter() is pydantic_data_converter, "no key: nothing changes"
+    plain = codec.data_converter()
+    assert plain.payload_codec is None and not codec.encodes_failures(plain), "no key, no codec"
     monkeypatch.setenv("SLEUTH_ENCRYPTION_KEY", codec.new_key())
     assert codec.encodes_failures(codec.data_converter())
     assert not codec.encodes_failures(pydantic_data_converter)
