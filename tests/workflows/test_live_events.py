@@ -91,7 +91,7 @@ async def test_the_cli_shows_the_events_of_research_agent_and_run(
     research = await sleuth(
         address,
         "research",
-        "Price Acme",
+        "What does Acme charge per seat?",
         "--app",
         "tests.helpers.apps.live_app:app",
         "--research",
