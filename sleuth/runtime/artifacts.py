@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from sleuth.runtime import artifact_crypto
+from sleuth.runtime.artifact_keys import pointer_key
 from sleuth.runtime.errors import SleuthError, UnsupportedArgumentError
 from sleuth.runtime.paths import sleuth_home
 from sleuth.runtime.settings import load_settings
@@ -173,11 +174,6 @@ def object_key(ref: str) -> str:
     """The backend key of a reference: `ab/cdef…` (its digest, split after two characters)."""
     digest = check_ref(ref)[len(REF_PREFIX) :]
     return f"{digest[:2]}/{digest[2:]}"
-
-
-def pointer_key(name: str) -> str:
-    # Hashed: a name (a workflow id, say) can hold any character without leaving the store.
-    return "pointers/" + hashlib.sha256(name.encode("utf-8")).hexdigest()
 
 
 class LocalBackend:
