@@ -56,6 +56,8 @@ class ArtifactCorruptError(ArtifactNotFoundError):
 
 @runtime_checkable
 class ArtifactStore(Protocol):
+    """Content-addressed bytes and named pointers (see the module docstring)."""
+
     def put_bytes(self, data: bytes) -> str:
         """Store `data`; returns its reference. Storing it again repairs a damaged copy."""
         ...
@@ -272,6 +274,7 @@ def put_json(store: ArtifactStore, value: Any) -> str:
 
 
 def get_json(store: ArtifactStore, ref: str) -> Any:
+    """The JSON value `put_json` stored under `ref`."""
     return json.loads(store.get_bytes(ref))
 
 
