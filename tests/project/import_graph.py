@@ -2,9 +2,8 @@
 
 Every `import` and `from … import` counts, wherever it stands: at module level, inside a
 function or method, inside `with workflow.unsafe.imports_passed_through():`. Imports under
-`if TYPE_CHECKING:` do not run, so they are left out. A package's lazy exports (a literal
-`_EXPORTS = {"Name": "module.path"}` read by its `__getattr__`) are imports too: reading the
-name imports the module.
+`if TYPE_CHECKING:` do not run, so they are left out, except in a package with lazy exports
+(`sleuth._util.lazy.lazy_exports(__name__)`): reading one of those names imports its module.
 """
 
 from __future__ import annotations
@@ -74,23 +73,24 @@ def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str
 
 
 def _lazy_exports(tree: ast.Module) -> list[tuple[str, int]]:
-    for statement in tree.body:
-        target = None
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-            target = statement.targets[0]
-        elif isinstance(statement, ast.AnnAssign):
-            target = statement.target
-        if (
-            isinstance(target, ast.Name)
-            and target.id == "_EXPORTS"
-            and isinstance(statement.value, ast.Dict)
-        ):
-            return [
-                (value.value, value.lineno)
-                for value in statement.value.values
-                if isinstance(value, ast.Constant) and isinstance(value.value, str)
-            ]
-    return []
+    """The modules a package's lazy exports load: its `if TYPE_CHECKING:` imports, when it
+    hands them to `lazy_exports`."""
+    calls_lazy_exports = any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "lazy_exports"
+        for node in ast.walk(tree)
+    )
+    if not calls_lazy_exports:
+        return []
+    return [
+        (f"{statement.module}.{alias.name}", statement.lineno)
+        for node in tree.body
+        if isinstance(node, ast.If) and _is_type_checking(node.test)
+        for statement in node.body
+        if isinstance(statement, ast.ImportFrom) and statement.module
+        for alias in statement.names
+    ]
 
 
 def raw_imports(module: str, path: Path) -> Iterator[tuple[str, int]]:
