@@ -125,5 +125,5 @@ if TYPE_CHECKING:
     from sleuth.usage.pricing import ModelPrice as ModelPrice
     from sleuth.usage.pricing import set_prices as set_prices
 
-_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__)
+_EXPORTS, __getattr__, __dir__ = lazy_exports(globals())
 __all__ = sorted(_EXPORTS)

@@ -45,5 +45,5 @@ if TYPE_CHECKING:
     from sleuth.workflows.research import ResearchWorkflow as ResearchWorkflow
     from sleuth.workflows.scan import KnowledgeScanWorkflow as KnowledgeScanWorkflow
 
-_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__)
+_EXPORTS, __getattr__, __dir__ = lazy_exports(globals())
 __all__ = sorted(_EXPORTS)

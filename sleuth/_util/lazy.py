@@ -5,7 +5,7 @@ block, and loads each from its module on first use (PEP 562).
 if TYPE_CHECKING:
     from sleuth.agent.loop import Agent as Agent
 
-_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__)
+_EXPORTS, __getattr__, __dir__ = lazy_exports(globals())
 ```
 
 Type checkers read the block; at run time the block is read from the package's source, so
@@ -17,26 +17,29 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-import sys
 from collections.abc import Callable
 from typing import Any
 
 
 def lazy_exports(
-    module_name: str,
+    namespace: dict[str, Any],
 ) -> tuple[dict[str, str], Callable[[str], Any], Callable[[], list[str]]]:
-    """`(exports, __getattr__, __dir__)` for the module `module_name`: `exports` maps each name
-    its `if TYPE_CHECKING:` block imports (`from m import Name as Name`) to its module."""
-    module = sys.modules[module_name]
-    exports = type_checking_exports(module_name, module.__loader__.get_source(module_name))  # type: ignore[union-attr]
-    namespace = vars(module)
+    """`(exports, __getattr__, __dir__)` for the module whose `globals()` is `namespace`:
+    `exports` maps each name its `if TYPE_CHECKING:` block imports (`from m import Name as
+    Name`) to its module. The module's own namespace is used (not `sys.modules`), so a copy of
+    the module imported again in the workflow sandbox caches names in itself."""
+    module_name = namespace["__name__"]
+    source = namespace["__loader__"].get_source(module_name)
+    if source is None:
+        raise ImportError(f"{module_name}: its source is needed to read its exports")
+    exports = type_checking_exports(source, package=namespace["__package__"])
     names = sorted(exports)
 
     def __getattr__(name: str) -> Any:
-        source = exports.get(name)
-        if source is None:
+        origin = exports.get(name)
+        if origin is None:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source), name)
+        value = getattr(importlib.import_module(origin), name)
         namespace[name] = value
         return value
 
@@ -46,12 +49,9 @@ def lazy_exports(
     return exports, __getattr__, __dir__
 
 
-def type_checking_exports(module_name: str, source: str | None) -> dict[str, str]:
-    """The names `source`'s top-level `if TYPE_CHECKING:` block re-exports, with their modules."""
-    if source is None:
-        raise ImportError(f"{module_name}: its source is needed to read its exports")
-    module = sys.modules.get(module_name)
-    package = module_name if hasattr(module, "__path__") else module_name.rpartition(".")[0]
+def type_checking_exports(source: str, *, package: str) -> dict[str, str]:
+    """The names `source`'s top-level `if TYPE_CHECKING:` block re-exports, with their modules
+    (relative imports resolved in `package`)."""
     exports: dict[str, str] = {}
     for node in ast.parse(source).body:
         if not (isinstance(node, ast.If) and _is_type_checking(node.test)):

@@ -18,5 +18,5 @@ if TYPE_CHECKING:
     from sleuth.agent.loop import GroundingSettings as GroundingSettings
     from sleuth.agent.loop import Layer as Layer
 
-_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__)
+_EXPORTS, __getattr__, __dir__ = lazy_exports(globals())
 __all__ = sorted(_EXPORTS)

@@ -54,7 +54,7 @@ def test_lazy_exports_reads_the_type_checking_block_of_any_package() -> None:
         "    from .sibling import Relative as Relative\n"
         "    from pkg.mod import Private\n"  # not re-exported: `X as X` marks an export
     )
-    assert type_checking_exports("pkg.sub", source) == {
+    assert type_checking_exports(source, package="pkg") == {
         "Shown": "pkg.mod",
         "Relative": "pkg.sibling",
     }

@@ -3,7 +3,7 @@
 Every `import` and `from … import` counts, wherever it stands: at module level, inside a
 function or method, inside `with workflow.unsafe.imports_passed_through():`. Imports under
 `if TYPE_CHECKING:` do not run, so they are left out, except in a package with lazy exports
-(`sleuth._util.lazy.lazy_exports(__name__)`): reading one of those names imports its module.
+(`sleuth._util.lazy.lazy_exports(globals())`): reading one of those names imports its module.
 """
 
 from __future__ import annotations
