@@ -63,3 +63,20 @@ def test_lazy_exports_reads_the_type_checking_block_of_any_package() -> None:
     assert sleuth.agent._EXPORTS["Agent"] == "sleuth.agent.loop"
     assert sleuth.agent.Agent is importlib.import_module("sleuth.agent.loop").Agent
     assert "Agent" in dir(sleuth.agent)
+
+
+def test_every_old_module_path_gives_the_moved_module_with_a_warning() -> None:
+    import sys
+    import warnings
+
+    from sleuth._util.moved import MOVED
+
+    for old, new in MOVED.items():
+        sys.modules.pop(old, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        assert any(
+            issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught
+        ), old
