@@ -6,130 +6,19 @@ Names load lazily, so `import sleuth` stays light and never imports temporalio; 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sleuth._util.moved  # noqa: F401  (old module paths keep working, with a warning)
+from sleuth._util.lazy import lazy_exports
 
 __version__ = "0.1.0"
 """The one place the version is written: `pyproject.toml` reads it (`dynamic = ["version"]`)."""
 
-_EXPORTS: dict[str, str] = {
-    # core
-    "Agent": "sleuth.agent",
-    "AgentResult": "sleuth.agent",
-    "GroundingSettings": "sleuth.agent",
-    "UsageLimits": "sleuth.usage.limits",
-    "UsageLimitExceeded": "sleuth.usage.limits",
-    "UsageAccount": "sleuth.usage.limits",
-    "ModelPrice": "sleuth.usage.pricing",
-    "set_prices": "sleuth.usage.pricing",
-    "ReviewPolicy": "sleuth.flows.review",
-    "ReviewSettings": "sleuth.flows.review",
-    "ApprovalPolicy": "sleuth.flows.review",
-    "ReviewDecision": "sleuth.flows.review",
-    "PendingReview": "sleuth.flows.review",
-    "SleuthError": "sleuth.runtime.errors",
-    "InvalidSettingError": "sleuth.runtime.errors",
-    "UnsupportedArgumentError": "sleuth.runtime.errors",
-    "NotFoundError": "sleuth.runtime.errors",
-    "MissingFileError": "sleuth.runtime.errors",
-    "MissingExtraError": "sleuth.runtime.errors",
-    "NotAvailableError": "sleuth.runtime.errors",
-    "SleuthSettings": "sleuth.runtime.settings",
-    "load_settings": "sleuth.runtime.settings",
-    "json_from_text": "sleuth._util.jsontext",
-    "tool": "sleuth.tools",
-    "Tool": "sleuth.tools",
-    "ToolResult": "sleuth.tools",
-    "App": "sleuth.apps.app",
-    "UnknownNameError": "sleuth.apps.app",
-    "load_app": "sleuth.apps.app",
-    "LoopState": "sleuth.agent.state",
-    "EvidenceItem": "sleuth.agent.state",
-    "Condition": "sleuth.agent.termination",
-    "MaxIterations": "sleuth.agent.termination",
-    "TokenLimit": "sleuth.agent.termination",
-    "TimeLimit": "sleuth.agent.termination",
-    "ToolCalled": "sleuth.agent.termination",
-    "ConfidenceMet": "sleuth.agent.termination",
-    "NoToolCalls": "sleuth.agent.termination",
-    "TextMention": "sleuth.agent.termination",
-    "CustomCondition": "sleuth.agent.termination",
-    "run_context": "sleuth.runtime.events",
-    "get_event_bus": "sleuth.runtime.events",
-    "emit": "sleuth.runtime.events",
-    "Event": "sleuth.runtime.events",
-    "ScriptedModel": "sleuth.models",
-    "LocalModel": "sleuth.models.local",
-    "resolve": "sleuth.models",
-    "Model": "sleuth.models",
-    "RetryableModelError": "sleuth.models",
-    "NonRetryableModelError": "sleuth.models",
-    "OpenAIModel": "sleuth.models.openai",
-    "AnthropicModel": "sleuth.models.anthropic",
-    "GroundingReport": "sleuth.grounding",
-    "ClaimVerdict": "sleuth.grounding",
-    "Citation": "sleuth.grounding",
-    "ground_claims": "sleuth.grounding",
-    "judge_claims": "sleuth.grounding",
-    "LocalArtifactStore": "sleuth.runtime.artifacts",
-    "configure_logging": "sleuth.runtime.log",
-    # deep agents
-    "create_deepagent": "sleuth.deepagent",
-    "SubAgentDef": "sleuth.deepagent",
-    "TodoState": "sleuth.deepagent",
-    "StateBackend": "sleuth.deepagent",
-    "FilesystemBackend": "sleuth.deepagent",
-    # research graph
-    "create_research_workflow": "sleuth.research",
-    "ResearchSpec": "sleuth.research",
-    "next_node": "sleuth.research",
-    "ResearchResult": "sleuth.research",
-    "ResearchReport": "sleuth.research",
-    # knowledge scans
-    "KnowledgeProvider": "sleuth.scans.knowledge",
-    "ItemRef": "sleuth.scans.knowledge",
-    "KnowledgeRow": "sleuth.scans.knowledge",
-    "research_item": "sleuth.scans.knowledge",
-    "RowRecord": "sleuth.scans.sinks",
-    "RowSink": "sleuth.scans.sinks",
-    "SQLiteRowSink": "sleuth.scans.sinks",
-    "JSONLRowSink": "sleuth.scans.sinks",
-    "OpenSearchRowSink": "sleuth.scans.sinks",
-    "open_sink_url": "sleuth.scans.sinks",
-    "sink_for_name": "sleuth.scans.sinks",
-    "PythonPackagesProvider": "sleuth.scans.providers",
-    "register_package_scan": "sleuth.scans.providers",
-    # retrieval
-    "RAGRetriever": "sleuth.rag",
-    "BaseVectorStore": "sleuth.rag",
-    "InMemoryVectorStore": "sleuth.rag",
-    "SQLiteStore": "sleuth.rag",
-    "OpenSearchVectorStore": "sleuth.rag",
-    "QdrantVectorStore": "sleuth.rag",
-    "ChromaVectorStore": "sleuth.rag",
-    "PgVectorStore": "sleuth.rag",
-    "StoreError": "sleuth.rag",
-    "OpenAIEmbeddings": "sleuth.rag",
-    "LocalEmbeddings": "sleuth.rag",
-    "ensure_demo_store": "sleuth.rag",
-    "create_rag_tool": "sleuth.rag",
-    # composition and decomposition
-    "SequentialPipeline": "sleuth.flows.composition",
-    "ParallelPipeline": "sleuth.flows.composition",
-    "LoopAgent": "sleuth.flows.composition",
-    "PipelineResult": "sleuth.flows.composition",
-    "DeepDecomposer": "sleuth.flows.decompose",
-    "Budget": "sleuth.flows.decompose",
-    "DecomposeResult": "sleuth.flows.decompose",
-    "budgeted_agent": "sleuth.usage.budget",
-    "load_agents_into": "sleuth.apps.yaml_agents",
-}
 
 # What type checkers read: every exported name with its real type (`import X as X` marks a
 # re-export, so checkers with --no-implicit-reexport see it too).
-# At run time the names load lazily through `__getattr__` below, so this block never runs.
+# At run time this block never runs: `lazy_exports` (below) reads it from the source, and each
+# name loads from its module on first use.
 if TYPE_CHECKING:
     from sleuth._util.jsontext import json_from_text as json_from_text
     from sleuth.agent import Agent as Agent
@@ -236,17 +125,5 @@ if TYPE_CHECKING:
     from sleuth.usage.pricing import ModelPrice as ModelPrice
     from sleuth.usage.pricing import set_prices as set_prices
 
+_EXPORTS, __getattr__, __dir__ = lazy_exports(globals())
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'sleuth' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__

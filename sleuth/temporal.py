@@ -17,33 +17,9 @@ packages never do. Names load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_EXPORTS: dict[str, str] = {
-    "SleuthPlugin": "sleuth.workers.plugin",
-    "SleuthPluginError": "sleuth.workers.plugin",
-    "ResearchWorkflow": "sleuth.workflows.research",
-    "AgentWorkflow": "sleuth.workflows.agent",
-    "KnowledgeScanWorkflow": "sleuth.workflows.scan",
-    "PipelineWorkflow": "sleuth.workflows.pipeline",
-    "DecomposeWorkflow": "sleuth.workflows.decompose",
-    "ResearchRequest": "sleuth.activities.research_models",
-    "ResearchOutcome": "sleuth.activities.research_models",
-    "AgentRequest": "sleuth.activities.agent_models",
-    "AgentOutcome": "sleuth.activities.agent_models",
-    "ScanRequest": "sleuth.activities.scan_models",
-    "ScanOutcome": "sleuth.activities.scan_models",
-    "PipelineInput": "sleuth.activities.pipeline_models",
-    "DecomposeInput": "sleuth.activities.decompose_models",
-    "DecomposeOutput": "sleuth.activities.decompose_models",
-    "build_activities": "sleuth.activities",
-    "build_worker": "sleuth.workers.worker",
-    "connect": "sleuth.workers.client",
-    "follow_events": "sleuth.workers.events",
-    "create_scan_schedule": "sleuth.workers.schedules",
-    "scan_schedule": "sleuth.workers.schedules",
-}
+from sleuth._util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sleuth.activities import build_activities as build_activities
@@ -69,17 +45,5 @@ if TYPE_CHECKING:
     from sleuth.workflows.research import ResearchWorkflow as ResearchWorkflow
     from sleuth.workflows.scan import KnowledgeScanWorkflow as KnowledgeScanWorkflow
 
+_EXPORTS, __getattr__, __dir__ = lazy_exports(globals())
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'sleuth.temporal' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__

@@ -12,7 +12,8 @@ Sleuth's workflows, the App's activities, the exception types that fail a run in
 its workflow task, a check that fails a run whose start input does not fit its workflow
 (`workers/input_check.py`), an interceptor that makes an unknown name or bad setting the run's
 top-level failure (`workers/failures.py`), the sandbox passthroughs for Sleuth's own modules, and
-a heartbeat throttle short enough for checkpointed activities. A worker whose client was connected without it can take
+a heartbeat throttle short enough for checkpointed activities (`SLEUTH_HEARTBEAT_THROTTLE_SECONDS`,
+the setting `sleuth worker` reads). A worker whose client was connected without it can take
 it directly: `Worker(client, task_queue=..., plugins=[SleuthPlugin(app)])`; its client must then
 already use the pydantic data converter.
 
@@ -45,6 +46,7 @@ import sleuth.workflows as workflow_classes
 from sleuth.activities import build_activities
 from sleuth.apps.app import App
 from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.settings import SleuthSettings, load_settings
 from sleuth.workers import codec
 from sleuth.workers.failures import FailureCauseInterceptor
 from sleuth.workers.input_check import checking_inputs
@@ -53,8 +55,6 @@ from sleuth.workers.summaries import with_summaries
 from sleuth.workers.telemetry import has_tracing, with_tracing
 
 PLUGIN_NAME = "sleuth.SleuthPlugin"
-HEARTBEAT_THROTTLE_SECONDS = 5.0
-"""Longest a worker holds an activity's heartbeat back before sending it to the server."""
 
 
 def _sdk_modules() -> tuple[str, ...]:
@@ -94,11 +94,15 @@ class SleuthPlugin(SimplePlugin):
         *,
         interceptors: Sequence[ClientInterceptor | WorkerInterceptor] = (),
         tracing: bool = True,
+        settings: SleuthSettings | None = None,
     ) -> None:
         """`app` is the App whose activities workers serve; a function returning it defers loading
         the App until a worker is built (a client that only starts runs never loads it).
-        `tracing=False` adds no `TracingInterceptor` (one the client already has stays)."""
+        `tracing=False` adds no `TracingInterceptor` (one the client already has stays).
+        `settings` are the `SLEUTH_*` settings its workers follow (default: the environment's
+        when each worker is built, as `sleuth worker` reads them)."""
         self._tracing = tracing
+        self._settings = settings
         self._app: App | None = app if isinstance(app, App) else None
         self._load_app: Callable[[], App] = (lambda: app) if isinstance(app, App) else app
         super().__init__(
@@ -137,11 +141,13 @@ class SleuthPlugin(SimplePlugin):
         client_traces = has_tracing(client.config(active_config=True).get("interceptors", []))
         if self._tracing and not client_traces:
             config["interceptors"] = with_tracing(config.get("interceptors", []))
-        throttle = timedelta(seconds=HEARTBEAT_THROTTLE_SECONDS)
+        settings = self._settings or load_settings()
+        throttle = timedelta(seconds=settings.heartbeat_throttle_seconds)
         current = config.get("max_heartbeat_throttle_interval")
         # The SDK holds heartbeats back for up to 0.8 x the heartbeat timeout; sending each timer
         # beat (every third of the timeout) keeps the server's view of a live attempt fresh, so a
-        # short server restart does not declare it dead. Checkpoints never depend on it.
+        # short server restart does not declare it dead. Checkpoints never depend on it. A
+        # shorter interval the worker was given stays.
         if current is None or current > throttle:
             config["max_heartbeat_throttle_interval"] = throttle
         return config

@@ -35,8 +35,6 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -51,9 +49,11 @@ from sleuth.activities.research_models import ResearchRequest
 from sleuth.flows.review import ReviewDecision
 from sleuth.runtime.settings import load_settings
 from sleuth.workers.cli_events import describe_event
-from sleuth.workers.cli_runs import KINDS, MAX_LIMIT, RunRow, build_query, list_runs, parse_since
+from sleuth.workers.cli_runs import KINDS, MAX_LIMIT
 from sleuth.workers.events import follow_events
 from sleuth.workers.serve_guard import MAX_RUN_ID_CHARS, ServeGuard, check_run_id
+from sleuth.workers.serve_pages import add_pages
+from sleuth.workers.serve_runs import RunStatus, runs_of, status_of
 
 WORKFLOW_INPUTS: dict[str, type[BaseModel]] = {
     "ResearchWorkflow": ResearchRequest,
@@ -90,20 +90,9 @@ class RunStarted(BaseModel):
     events_url: str
 
 
-class RunStatus(BaseModel):
-    id: str
-    workflow: str
-    status: str
-    """RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, CONTINUED_AS_NEW or TIMED_OUT."""
-    result: Any = None
-    error: str | None = None
-
-
 def create_api(client: Client, task_queue: str, guard: ServeGuard | None = None) -> FastAPI:
     """The HTTP API over `client`; runs start on `task_queue`, and only runs there are read.
     `guard` checks every request (default: loopback only, no token, the configured body cap)."""
-    from sleuth.workers.serve_pages import add_pages
-
     api = FastAPI(title="Sleuth", summary="Start durable research runs and follow them live.")
     (guard or ServeGuard.from_settings("127.0.0.1")).install(api)
     ping_seconds = load_settings().serve_sse_ping_seconds
@@ -205,57 +194,6 @@ def create_api(client: Client, task_queue: str, guard: ServeGuard | None = None)
 
     add_pages(api, client, task_queue)
     return api
-
-
-async def runs_of(
-    client: Client,
-    task_queue: str,
-    *,
-    ungrounded: bool = False,
-    since: str | None = None,
-    research: str | None = None,
-    awaiting_review: bool = False,
-    limit: int = 20,
-) -> list[RunRow]:
-    """The recent runs on `task_queue` the filters of `sleuth runs` select (422 for a bad one)."""
-    from datetime import UTC, datetime
-
-    try:
-        query = build_query(
-            ungrounded=ungrounded,
-            since=parse_since(since, datetime.now(UTC)) if since else None,
-            research=research or None,
-            awaiting_review=awaiting_review,
-        )
-    except ValueError as exc:
-        raise HTTPException(422, detail=str(exc).removeprefix("--")) from None
-    try:
-        return await list_runs(client, f"{query} AND TaskQueue = '{task_queue}'", limit)
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.INVALID_ARGUMENT and "Sleuth" in exc.message:
-            raise HTTPException(
-                409,
-                detail=f"the namespace lacks Sleuth's search attributes these filters use "
-                f"({exc.message}); register them with `sleuth setup`",
-            ) from None
-        raise
-
-
-async def status_of(client: Client, description: Any) -> RunStatus:
-    """The status of the run `description` describes, with its result or error once it ended."""
-    run_id = description.id
-    handle = client.get_workflow_handle(run_id)
-    status = description.status or WorkflowExecutionStatus.RUNNING
-    answer = RunStatus(id=run_id, workflow=description.workflow_type, status=status.name)
-    if status == WorkflowExecutionStatus.COMPLETED:
-        result = await handle.result()
-        answer.result = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-    elif status != WorkflowExecutionStatus.RUNNING:
-        try:
-            await handle.result()
-        except WorkflowFailureError as exc:
-            answer.error = str(unwrap_cause(exc))
-    return answer
 
 
 async def _describe(client: Client, task_queue: str, run_id: str) -> Any:

@@ -24,6 +24,7 @@ from sleuth.runtime.paths import workflow_link
 from sleuth.usage.pricing import usd
 from sleuth.workers.cli_runs import MAX_LIMIT
 from sleuth.workers.reports import RESEARCH_WORKFLOW, RunNotReadable, research_outcome
+from sleuth.workers.serve_runs import runs_of, status_of
 
 
 @cache
@@ -39,7 +40,6 @@ def _environment() -> Environment:
 
 def add_pages(api: FastAPI, client: Client, task_queue: str) -> None:
     """Add `/` (the runs page) to `api`; the run page answers `/runs/{id}` (see `run_page`)."""
-    from sleuth.workers.serve import runs_of
 
     @api.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def runs_page(
@@ -117,8 +117,6 @@ async def run_page(client: Client, description: Any) -> HTMLResponse:
                 web_ui=workflow_link(run_id, namespace=client.namespace),
             )
     elif finished:
-        from sleuth.workers.serve import status_of
-
         answer = await status_of(client, description)
         problem = answer.error
     page = (

@@ -46,7 +46,7 @@ def build_worker(
                 "build_worker needs an App: pass app=..., or connect the client with "
                 "plugins=[SleuthPlugin(app)]"
             )
-        plugin = SleuthPlugin(app)
+        plugin = SleuthPlugin(app, settings=settings)
         plugins.append(plugin)
     elif app is not None and app is not plugin.app:
         raise InvalidSettingError(

@@ -84,9 +84,11 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
-    """Adds the finder to `sys.meta_path` unless it is there already."""
+    """Adds the finder to the front of `sys.meta_path` unless it is there already."""
     if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(MovedModuleFinder())
+        # First: for an old subpackage path (`sleuth.providers.python_packages`) the path finder
+        # would otherwise load a second copy of the module from the moved package's folder.
+        sys.meta_path.insert(0, MovedModuleFinder())
 
 
 install()

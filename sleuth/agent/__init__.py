@@ -6,17 +6,9 @@ import without the loop (which needs the models, grounding and limits).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_EXPORTS = {
-    "Agent": "sleuth.agent.loop",
-    "AgentResult": "sleuth.agent.loop",
-    "CheckpointHook": "sleuth.agent.loop",
-    "GroundingSettings": "sleuth.agent.loop",
-    "Layer": "sleuth.agent.loop",
-    "NOT_ALLOWED": "sleuth.agent.loop",
-}
+from sleuth._util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sleuth.agent.loop import NOT_ALLOWED as NOT_ALLOWED
@@ -26,13 +18,5 @@ if TYPE_CHECKING:
     from sleuth.agent.loop import GroundingSettings as GroundingSettings
     from sleuth.agent.loop import Layer as Layer
 
+_EXPORTS, __getattr__, __dir__ = lazy_exports(globals())
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'sleuth.agent' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value

@@ -27,6 +27,8 @@ class Condition:
 
 
 class AllOf(Condition):
+    """Met when every one of `conditions` is met (`a & b`); nested `AllOf`s are flattened."""
+
     conditions: list[Condition]
 
     def __init__(self, conditions: list[Condition]):
@@ -50,6 +52,8 @@ class AllOf(Condition):
 
 
 class AnyOf(Condition):
+    """Met when any one of `conditions` is met (`a | b`); nested `AnyOf`s are flattened."""
+
     conditions: list[Condition]
 
     def __init__(self, conditions: list[Condition]):
@@ -71,6 +75,8 @@ class AnyOf(Condition):
 
 
 class MaxIterations(Condition):
+    """Met after `limit` model turns (`max_iterations`)."""
+
     def __init__(self, limit: int):
         if limit < 1:
             raise InvalidSettingError(f"MaxIterations needs a limit of at least 1, got {limit}")

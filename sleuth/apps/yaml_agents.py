@@ -52,6 +52,8 @@ class YamlConfigError(SleuthError, ValueError):
 
 
 class ModelSpec(BaseModel):
+    """A `model:` entry: `provider` (openai, anthropic, local, …) and the `model` name."""
+
     model_config = ConfigDict(extra="forbid")
 
     provider: str

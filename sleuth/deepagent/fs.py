@@ -427,7 +427,7 @@ def compile_pattern(pattern: str) -> Any:
         ) from None
 
 
-def filesystem_tools(backend: Backend) -> list[Tool]:
+def filesystem_tools(backend: Backend) -> list[Tool]:  # noqa: C901 (six small nested tools)
     """`write_file`, `read_file`, `ls`, `edit_file`, `glob`, `grep` over `backend`."""
 
     def write_file(path: str, content: str) -> str:

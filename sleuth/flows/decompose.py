@@ -101,7 +101,7 @@ def synthesis_prompt(task: str, digest: str) -> str:
 
 
 def build_digest(results: Sequence[tuple[str, str]]) -> str:
-    """The markdown digest of (subtask, result) pairs: `## Subtask 1: <text>\\n<result>` …"""
+    r"""The markdown digest of (subtask, result) pairs: `## Subtask 1: <text>\n<result>`, …."""
     return "\n\n".join(
         f"## Subtask {number}: {subtask}\n{result}"
         for number, (subtask, result) in enumerate(results, start=1)

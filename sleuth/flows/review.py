@@ -248,6 +248,7 @@ def timeout_decision(
 
 
 def record_of(pending: PendingReview, decision: ReviewDecision, *, timed_out: bool) -> ReviewRecord:
+    """What the run keeps of a review once it is answered (or timed out)."""
     return ReviewRecord(
         review_id=pending.review_id,
         kind=pending.kind,
@@ -258,6 +259,7 @@ def record_of(pending: PendingReview, decision: ReviewDecision, *, timed_out: bo
 
 
 def utc_now() -> datetime:
+    """The current time in UTC."""
     return datetime.now(UTC)
 
 

@@ -96,7 +96,7 @@ JUDGE_INSTRUCTIONS = (
 )
 
 
-def parse_judge_output(text: str, claim_count: int) -> dict[int, dict[str, Any]]:
+def parse_judge_output(text: str, claim_count: int) -> dict[int, dict[str, Any]]:  # noqa: C901 (one case per output shape a judge writes)
     """Pull per-claim verdicts out of whatever the judge wrote; claims it skipped are absent."""
     candidates: list[Any] = []
     stripped = re.sub(r"```(?:json)?", "", text).strip()

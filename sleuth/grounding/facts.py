@@ -89,7 +89,7 @@ def _split_params(params: str) -> list[str]:
 
 
 def _signature_defaults(text: str) -> list[Fact]:
-    """ "The default width of fill() is 70." for each keyword default of each signature: a
+    """Facts like "The default width of fill() is 70." for each keyword default of each signature: a
     `def` (or `class`) line, or a line that opens with `name(...)` whose parameters are all
     names, `*args`, `**kwargs` or `name=value` (a call passing literals is not a signature)."""
     facts = []
@@ -117,7 +117,7 @@ def _signature_defaults(text: str) -> list[Fact]:
 
 
 def _prose_defaults(text: str) -> list[Fact]:
-    """ "The default lo is 0." for "lo (default 0)", "hi (defaults to len(a))"."""
+    """Facts like "The default lo is 0." for "lo (default 0)", "hi (defaults to len(a))"."""
     facts = []
     for match in _PROSE_DEFAULT.finditer(text):
         start = text.rfind("\n", 0, match.start()) + 1

@@ -12,7 +12,6 @@ passage, else character offsets in the tool output), so a quote from it can be c
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from sleuth.agent.state import EvidenceItem
 from sleuth.grounding.claims import CITATION, STOPWORDS
 from sleuth.grounding.facts import Fact, read_facts
 from sleuth.grounding.sentences import sentence_spans
-from sleuth.rag.text import unit_rows, words
+from sleuth.rag.text import BM25Index, unit_rows, words
 
 MAX_PASSAGE_CHARS = 400
 """Passages are a few sentences: short enough that a small judge reads the claim's facts next to
@@ -270,29 +269,13 @@ class PassageIndex:
     ) -> None:
         self.passages = list(passages)
         self.counts = [Counter(words(p.readable + " " + p.source)) for p in self.passages]
-        self.lengths = [sum(c.values()) for c in self.counts]
-        self.average_length = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
-        self.frequency: Counter[str] = Counter()
-        for counts in self.counts:
-            self.frequency.update(counts.keys())
+        self._bm25 = BM25Index(self.counts)
         self.vectors = unit_rows(vectors) if vectors is not None and len(vectors) else None
         self.k1 = k1
 
     def bm25(self, query: str, b: float = 0.75) -> list[float]:
-        terms = set(words(CITATION.sub(" ", query)))
-        total = len(self.passages)
-        scores = []
-        for counts, length in zip(self.counts, self.lengths, strict=True):
-            score = 0.0
-            for term in terms:
-                tf = counts.get(term, 0)
-                if tf:
-                    containing = self.frequency[term]
-                    idf = math.log(1 + (total - containing + 0.5) / (containing + 0.5))
-                    norm = tf + self.k1 * (1 - b + b * length / (self.average_length or 1.0))
-                    score += idf * tf * (self.k1 + 1) / norm
-            scores.append(score)
-        return scores
+        """Each passage's BM25 score for the words of `query` (citation marks aside)."""
+        return self._bm25.scores(set(words(CITATION.sub(" ", query))), k1=self.k1, b=b)
 
     def select(
         self, claim: str, *, top: int, claim_vector: Sequence[float] | None = None

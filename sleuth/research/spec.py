@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from sleuth._util.signature import takes_parameters_of
 from sleuth._util.strict import StrictInput
 from sleuth.agent import Agent
 from sleuth.agent.state import LoopState
@@ -521,29 +522,8 @@ class ResearchSpec:
         )
 
 
-def create_research_workflow(
-    model: Model | str | None = None,
-    tools: Sequence[Tool | Callable[..., Any]] = (),
-    output_schema: type[BaseModel] | None = None,
-    grounding_threshold: float = 0.65,
-    max_replans: int = 2,
-    max_regenerations: int = 1,
-    causal_inference: bool = True,
-    datastores: Mapping[str, Mapping[str, Any]] | Sequence[str] | None = None,
-    system_prompt: str | None = None,
-    judge_model: Model | str | Literal[False] | None = None,
-    max_iterations: int = 12,
-    max_output_tokens: int | None = None,
-    name: str = "research",
-    review: ReviewPolicy | None = None,
-    max_cost_usd: float | None = None,
-    claim_threshold: float | None = None,
-    grounding_embedder: Embedder | None = None,
-    max_sub_questions: int = 4,
-    execute_token_budget: int | None = None,
-    stop_when_covered: bool = True,
-    regenerate: Regenerate = "requote",
-) -> ResearchSpec:
+@takes_parameters_of(ResearchSpec)
+def create_research_workflow(**options: Any) -> ResearchSpec:
     """A research graph with a post-hoc grounding loop.
 
     `model` is a `Model` or `"provider:name"` (None: the default model); `judge_model` scores the
@@ -579,29 +559,7 @@ def create_research_workflow(
     cost budget in USD at the models' prices (`sleuth.usage.pricing`), enforced before every model
     request like the token limits of `UsageLimits`.
     """
-    return ResearchSpec(
-        model=model,
-        tools=tools,
-        output_schema=output_schema,
-        grounding_threshold=grounding_threshold,
-        max_replans=max_replans,
-        max_regenerations=max_regenerations,
-        causal_inference=causal_inference,
-        datastores=datastores,
-        system_prompt=system_prompt,
-        judge_model=judge_model,
-        max_iterations=max_iterations,
-        max_output_tokens=max_output_tokens,
-        name=name,
-        review=review,
-        max_cost_usd=max_cost_usd,
-        claim_threshold=claim_threshold,
-        grounding_embedder=grounding_embedder,
-        max_sub_questions=max_sub_questions,
-        execute_token_budget=execute_token_budget,
-        stop_when_covered=stop_when_covered,
-        regenerate=regenerate,
-    )
+    return ResearchSpec(**options)
 
 
 def _check_range(name: str, value: float, low: float, high: float) -> None:

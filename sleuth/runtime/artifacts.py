@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from sleuth.runtime import artifact_crypto
+from sleuth.runtime.artifact_keys import pointer_key
 from sleuth.runtime.errors import SleuthError, UnsupportedArgumentError
 from sleuth.runtime.paths import sleuth_home
 from sleuth.runtime.settings import load_settings
@@ -55,6 +56,8 @@ class ArtifactCorruptError(ArtifactNotFoundError):
 
 @runtime_checkable
 class ArtifactStore(Protocol):
+    """Content-addressed bytes and named pointers (see the module docstring)."""
+
     def put_bytes(self, data: bytes) -> str:
         """Store `data`; returns its reference. Storing it again repairs a damaged copy."""
         ...
@@ -175,11 +178,6 @@ def object_key(ref: str) -> str:
     return f"{digest[:2]}/{digest[2:]}"
 
 
-def pointer_key(name: str) -> str:
-    # Hashed: a name (a workflow id, say) can hold any character without leaving the store.
-    return "pointers/" + hashlib.sha256(name.encode("utf-8")).hexdigest()
-
-
 class LocalBackend:
     """Objects and pointers as files under `root`, each written atomically and fsynced."""
 
@@ -276,6 +274,7 @@ def put_json(store: ArtifactStore, value: Any) -> str:
 
 
 def get_json(store: ArtifactStore, ref: str) -> Any:
+    """The JSON value `put_json` stored under `ref`."""
     return json.loads(store.get_bytes(ref))
 
 

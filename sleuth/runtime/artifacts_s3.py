@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sleuth.runtime.artifact_keys import pointer_key
 from sleuth.runtime.errors import InvalidSettingError, SleuthError
 
 if TYPE_CHECKING:
@@ -81,8 +82,6 @@ class S3Backend:
     def swap_pointer(self, name: str, expected: str | None, value: str) -> bool:
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-        from sleuth.runtime.artifacts import pointer_key
-
         obstore = _obstore()
         key = pointer_key(name)
         data = value.encode("utf-8")
@@ -104,8 +103,6 @@ class S3Backend:
         return True
 
     def _read_pointer(self, name: str) -> tuple[str | None, str | None]:
-        from sleuth.runtime.artifacts import pointer_key
-
         obstore = _obstore()
         key = pointer_key(name)
         try:

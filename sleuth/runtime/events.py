@@ -117,10 +117,12 @@ _bus = EventBus()
 
 
 def get_event_bus() -> EventBus:
+    """The process's event bus, which `emit` publishes to."""
     return _bus
 
 
 def current_run_id() -> str | None:
+    """The id of the run `run_context()` set for this context, or None outside one."""
     return _current_run_id.get()
 
 

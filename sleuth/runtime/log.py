@@ -106,4 +106,5 @@ def _stderr_logger(*_args: object) -> _StderrLogger:
 
 
 def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:
+    """A structlog logger named `name` (configured by `configure_logging`)."""
     return structlog.get_logger(name)  # type: ignore[no-any-return]

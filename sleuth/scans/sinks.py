@@ -84,6 +84,7 @@ class RowSink(Protocol):
 
 
 def ok_record(scan_id: str, item_id: str, label: str, data: dict[str, Any]) -> RowRecord:
+    """The row of an item the scan researched: its `data`, stamped now."""
     return RowRecord(
         scan_id=scan_id,
         item_id=item_id,
@@ -95,6 +96,7 @@ def ok_record(scan_id: str, item_id: str, label: str, data: dict[str, Any]) -> R
 
 
 def failed_record(scan_id: str, item_id: str, label: str, error: str) -> RowRecord:
+    """The row of an item whose research failed: its `error`, stamped now."""
     return RowRecord(
         scan_id=scan_id,
         item_id=item_id,

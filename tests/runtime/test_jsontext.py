@@ -120,3 +120,34 @@ def test_a_cut_string_with_no_complete_sentence_is_dropped() -> None:
     cut = '{"summary": "Exit gets three arguments [1].", "key_findings": ["It returns a tr'
     assert truncated_json_object(cut) == {"summary": "Exit gets three arguments [1]."}
     assert truncated_json_object('{"summary": "Cut in version 3.14 and') is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{'a': 1, 'b': [1,2,],}", {"a": 1, "b": [1, 2]}),
+        ('```json\n{"a": "x", "b": [1, 2,],}\n```\nDone.', {"a": "x", "b": [1, 2]}),
+        ('Here: {"ok": True, "none": None} as asked', {"ok": True, "none": None}),
+        ('The list: ["a", "b",] and no more', ["a", "b"]),
+    ],
+    ids=["single-quotes-trailing-commas", "fenced-trailing-comma", "python-literals", "list"],
+)
+def test_json_a_model_almost_wrote_is_mended(text: str, expected: object) -> None:
+    assert json_from_text(text) == expected
+
+
+def test_mending_keeps_to_spans_that_look_like_json_and_to_the_kind_asked_for() -> None:
+    # Braces in prose hold no quoted key: they stay prose.
+    assert json_from_text("Use {braces} and {not: json} here") is None
+    # Valid JSON later in the text wins over a mendable span before it.
+    assert json_from_text("{'a': 1,} then {\"b\": 2}") == {"b": 2}
+    assert json_from_text("Plan: ['x', 'y',] then {'a': 1,}", "object") == {"a": 1}
+    assert json_from_text("Plan: ['x', 'y',] then {'a': 1,}", "array") == ["x", "y"]
+
+
+def test_a_cut_object_drops_a_number_the_cut_may_have_shortened() -> None:
+    assert truncated_json_object('{"a": "x", "confidence": 0') == {"a": "x"}
+    assert truncated_json_object('{"a": "x", "n": [1, 12') == {"a": "x", "n": [1]}
+    # A value something ended counts: a closed string, a number before a space.
+    assert truncated_json_object('{"a": ["x.", "Two words"') == {"a": ["x.", "Two words"]}
+    assert truncated_json_object('{"a": "x", "confidence": 0.8 ') == {"a": "x", "confidence": 0.8}

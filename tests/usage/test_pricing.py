@@ -17,8 +17,8 @@ from sleuth.runtime.errors import InvalidSettingError
 from sleuth.runtime.telemetry import model_request
 from sleuth.usage.limits import UsageLimitExceeded
 from sleuth.usage.pricing import (
-    BUILTIN_PRICES,
     ModelPrice,
+    catalogue_price,
     price_of,
     priced,
     set_prices,
@@ -45,11 +45,21 @@ class Named:
         self.provider = provider
 
 
-def test_builtin_prices_by_name_and_dated_snapshot() -> None:
-    assert price_of(Named("gpt-4o-mini", "openai")) == BUILTIN_PRICES["gpt-4o-mini"]
-    # The longest built-in name a snapshot starts with wins (not "gpt-4o").
-    assert price_of(Named("gpt-4o-mini-2024-07-18", "openai")) == BUILTIN_PRICES["gpt-4o-mini"]
-    assert price_of("anthropic:claude-sonnet-4-5-20250929") == BUILTIN_PRICES["claude-sonnet-4"]
+def test_catalogue_prices_by_name_and_dated_snapshot() -> None:
+    """List prices come from genai-prices' bundled snapshot, matched within the provider."""
+    assert price_of(Named("gpt-4o-mini", "openai")) == ModelPrice(
+        input_per_million=0.15, output_per_million=0.6
+    )
+    assert price_of(Named("gpt-4o-mini-2024-07-18", "openai")) == price_of("openai:gpt-4o-mini")
+    # A tiered price (above 200k prompt tokens) is charged its base tier.
+    assert price_of("anthropic:claude-sonnet-4-5-20250929") == ModelPrice(
+        input_per_million=3, output_per_million=15
+    )
+    assert price_of("anthropic:claude-sonnet-4-5-20250929") == catalogue_price(
+        "anthropic", "claude-sonnet-4-5-20250929"
+    )
+    # A provider the catalogue does not know: the name alone.
+    assert price_of("my-gateway:gpt-4o") == price_of("openai:gpt-4o") is not None
     assert price_of(Named("local:qwen2.5-coder-1.5b", "local")) == ModelPrice(
         input_per_million=0, output_per_million=0
     )

@@ -24,6 +24,7 @@ from sleuth import App, create_research_workflow
 from sleuth.activities.research_models import ResearchOutcome, ResearchRequest
 from sleuth.models.scripted import ScriptedModel
 from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.settings import SleuthSettings
 from sleuth.workers.client import connect
 from sleuth.workers.codec import new_key
 from sleuth.workers.plugin import SleuthPlugin, SleuthPluginError
@@ -119,7 +120,44 @@ async def test_the_worker_gets_workflows_activities_failure_types_passthroughs_a
     # namespace (a user's own `activities`) do not (the sandbox matches by prefix).
     assert {"sleuth.agent", "sleuth.research", "sleuth.activities", "sleuth.models"} <= passed
     assert not {"sleuth", "sleuth.workflows", "activities", "workflows"} & passed
-    assert config["max_heartbeat_throttle_interval"] == timedelta(seconds=5)
+    # SLEUTH_HEARTBEAT_THROTTLE_SECONDS' default, as `sleuth worker` has it.
+    assert config["max_heartbeat_throttle_interval"] == timedelta(seconds=2)
+
+
+async def test_a_worker_built_as_a_user_builds_one_follows_the_heartbeat_setting(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = await Client.connect(address(dev_env), data_converter=pydantic_data_converter)
+    monkeypatch.setenv("SLEUTH_HEARTBEAT_THROTTLE_SECONDS", "0.5")
+    worker = Worker(
+        plain, task_queue=f"never-polled-{uuid.uuid4()}", plugins=[SleuthPlugin(research_app())]
+    )
+    assert worker.config(active_config=True)["max_heartbeat_throttle_interval"] == timedelta(
+        seconds=0.5
+    )
+    # The setting is read when the worker is built, from the same settings `sleuth worker` reads.
+    monkeypatch.setenv("SLEUTH_HEARTBEAT_THROTTLE_SECONDS", "7")
+    client = await Client.connect(address(dev_env), plugins=[SleuthPlugin(research_app())])
+    later = Worker(client, task_queue=f"never-polled-{uuid.uuid4()}")
+    assert later.config(active_config=True)["max_heartbeat_throttle_interval"] == timedelta(
+        seconds=7
+    )
+    # Settings given to the plugin win over the environment's; a shorter interval the worker
+    # was given stays.
+    given = SleuthPlugin(research_app(), settings=SleuthSettings(heartbeat_throttle_seconds=3))
+    tuned = Worker(plain, task_queue=f"never-polled-{uuid.uuid4()}", plugins=[given])
+    assert tuned.config(active_config=True)["max_heartbeat_throttle_interval"] == timedelta(
+        seconds=3
+    )
+    shorter = Worker(
+        plain,
+        task_queue=f"never-polled-{uuid.uuid4()}",
+        plugins=[SleuthPlugin(research_app())],
+        max_heartbeat_throttle_interval=timedelta(seconds=1),
+    )
+    assert shorter.config(active_config=True)["max_heartbeat_throttle_interval"] == timedelta(
+        seconds=1
+    )
 
 
 class CountingInterceptor(temporal_client.Interceptor, temporal_worker.Interceptor):
