@@ -42,6 +42,11 @@ _EXPORTS: dict[str, str] = {
     "tool": "sleuth.tools",
     "Tool": "sleuth.tools",
     "ToolResult": "sleuth.tools",
+    "web_search_tool": "sleuth.tools.builtin",
+    "web_fetch_tool": "sleuth.tools.builtin",
+    "WebSearchOptions": "sleuth.tools.search",
+    "WebFetchOptions": "sleuth.tools.pages",
+    "SearchResult": "sleuth.tools.search",
     "App": "sleuth.apps.app",
     "UnknownNameError": "sleuth.apps.app",
     "load_app": "sleuth.apps.app",
@@ -229,6 +234,11 @@ if TYPE_CHECKING:
     from sleuth.tools import Tool as Tool
     from sleuth.tools import ToolResult as ToolResult
     from sleuth.tools import tool as tool
+    from sleuth.tools.builtin import web_fetch_tool as web_fetch_tool
+    from sleuth.tools.builtin import web_search_tool as web_search_tool
+    from sleuth.tools.pages import WebFetchOptions as WebFetchOptions
+    from sleuth.tools.search import SearchResult as SearchResult
+    from sleuth.tools.search import WebSearchOptions as WebSearchOptions
     from sleuth.usage.budget import budgeted_agent as budgeted_agent
     from sleuth.usage.limits import UsageAccount as UsageAccount
     from sleuth.usage.limits import UsageLimitExceeded as UsageLimitExceeded
