@@ -236,7 +236,14 @@ def _read_html(html: str, page: FetchedPage) -> PageText:
     import trafilatura  # imported on first use: lxml and its models take a moment to load
 
     document = trafilatura.bare_extraction(
-        html, url=page.final_url, with_metadata=True, include_comments=False, include_tables=True
+        html,
+        url=page.final_url,
+        with_metadata=True,
+        include_comments=False,
+        include_tables=True,
+        # The page's own date markup only: an extensive search guesses from any year in the
+        # text (a footer's "© 2026" becomes 2026-01-01), which a model would take as a fact.
+        date_extraction_params={"extensive_search": False, "original_date": True},
     )
     metadata: dict[str, Any] = {}
     if document is not None:
