@@ -42,6 +42,7 @@ class LocalWebServer:
 
     def __init__(self) -> None:
         self.replies: dict[str, Reply] = {}
+        self.queued: dict[str, list[Reply]] = {}
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         server = self
@@ -66,7 +67,13 @@ class LocalWebServer:
                             body=self.rfile.read(length) if length else b"",
                         )
                     )
-                reply = server.replies.get(parts.path, Reply(404, b"not found"))
+                with server._lock:
+                    queued = server.queued.get(parts.path)
+                    reply = (
+                        queued.pop(0)
+                        if queued
+                        else server.replies.get(parts.path, Reply(404, b"not found"))
+                    )
                 self.send_response(reply.status)
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
@@ -94,11 +101,20 @@ class LocalWebServer:
         headers: dict[str, str] | None = None,
     ) -> None:
         """Answer requests for `path` (any query string) with this reply from now on."""
-        all_headers = dict(headers or {})
-        if content_type is not None:
-            all_headers["Content-Type"] = content_type
-        data = body.encode("utf-8") if isinstance(body, str) else body
-        self.replies[path] = Reply(status, data, all_headers)
+        self.replies[path] = _reply(body, status, content_type, headers)
+
+    def reply_once(
+        self,
+        path: str,
+        *,
+        body: bytes | str = b"",
+        status: int = 200,
+        content_type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Answer the next request for `path` with this reply (before any `reply`), once."""
+        with self._lock:
+            self.queued.setdefault(path, []).append(_reply(body, status, content_type, headers))
 
     def redirect(self, path: str, location: str, status: int = 302) -> None:
         self.reply(path, status=status, headers={"Location": location})
@@ -124,3 +140,12 @@ class LocalWebServer:
     ) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _reply(
+    body: bytes | str, status: int, content_type: str | None, headers: dict[str, str] | None
+) -> Reply:
+    all_headers = dict(headers or {})
+    if content_type is not None:
+        all_headers["Content-Type"] = content_type
+    return Reply(status, body.encode("utf-8") if isinstance(body, str) else body, all_headers)
