@@ -1,5 +1,6 @@
-"""`web.search` and `web.fetch` in a durable agent run: each call an `agent.tool` activity, a 429
-retried after the provider's Retry-After, and a page fetched once for two runs."""
+"""`web.search` and `web.fetch` in runs: a durable agent run (each call an `agent.tool` activity,
+a 429 retried after the provider's Retry-After, a page fetched once for two runs) and a research
+run whose report is grounded in a page it searched for and read."""
 
 from __future__ import annotations
 
@@ -126,3 +127,41 @@ async def test_search_then_fetch_durably_with_a_429_retried_and_the_page_fetched
     assert seen[1] == page
     assert server.hits("/tech/crm-prices") == 1
     assert server.hits(SEARCH) == 3
+
+
+async def test_a_research_run_grounds_its_report_in_a_searched_and_read_page(
+    server: LocalWebServer,
+) -> None:
+    from sleuth import create_research_workflow
+    from tests.helpers.research_scripts import FACT, ResearchScript, scripted_model, tool_rounds
+
+    page = f"{server.url}/2026/crm-market"
+    article = (
+        (DATA / "article.html")
+        .read_text()
+        .replace("<h2>Enterprise tiers</h2>", f"<p>{FACT}</p>\n        <h2>Enterprise tiers</h2>")
+    )
+    server.reply("/2026/crm-market", body=article, content_type="text/html; charset=utf-8")
+    server.reply(SEARCH, body=(DATA / "brave.json").read_bytes(), content_type="application/json")
+
+    def execute(call: ModelCall) -> ModelResponse:
+        if tool_rounds(call) == 0:
+            return tool_call("web_search", query="CRM market growth 2024")
+        if tool_rounds(call) == 1:
+            return tool_call("web_fetch", url=page)
+        return text("Findings: " + FACT)
+
+    spec = create_research_workflow(
+        model=scripted_model(ResearchScript(execute_turn=execute)),
+        tools=[
+            web_search_tool(WebSearchOptions(provider="brave")),
+            web_fetch_tool(WebFetchOptions(allow_private=True)),
+        ],
+    )
+    state = (await spec.execute({"prompt": "How fast did the CRM market grow?"})).final_state
+    assert [e["tool"] for e in state["evidence"]] == ["web_search", "web_fetch"]
+    assert "https://www.example.com/crm/pricing" in state["evidence"][0]["output"]
+    assert FACT in state["evidence"][1]["output"]
+    assert "Subscribe for $1 a week" not in state["evidence"][1]["output"]
+    assert state["end_reason"] == "grounded"
+    assert state["claims"][0]["evidence"] == [2]  # the claim rests on the page, not the snippets
