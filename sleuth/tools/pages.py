@@ -29,11 +29,21 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from sleuth._util.strict import StrictInput
-from sleuth.runtime.artifacts import ArtifactStore, default_artifact_store, get_json, put_json
+from sleuth.runtime.artifacts import (
+    ArtifactNotFoundError,
+    ArtifactReferenceError,
+    ArtifactStore,
+    default_artifact_store,
+    get_json,
+    put_json,
+)
 from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.log import get_logger
+
+log = get_logger(__name__)
 
 MAX_REDIRECTS = 5
 _META_CHARSET = re.compile(
@@ -122,29 +132,42 @@ async def fetch_text(
 ) -> str:
     """GET `url` (following redirects, each checked, or from the artifact store) and return the
     text the model sees: a short header (URL, title, author, date) and the main text, capped."""
-    store = store if store is not None else default_artifact_store()
-    page = await fetch_page(url, options, store)
-    body = store.get_bytes(page.body)
+    page, body = await fetch_page(
+        url, options, store if store is not None else default_artifact_store()
+    )
     reading = await asyncio.to_thread(read_page, body, page, options)
     return reading.render(options.max_chars)
 
 
-async def fetch_page(url: str, options: WebFetchOptions, store: ArtifactStore) -> FetchedPage:
-    """The response for `url`: the stored one if it is fresh enough, else a new fetch, stored."""
+async def fetch_page(
+    url: str, options: WebFetchOptions, store: ArtifactStore
+) -> tuple[FetchedPage, bytes]:
+    """The response for `url` and its body: the stored one if it is fresh enough, else a new
+    fetch, stored."""
     name = f"web.fetch {options.max_bytes} {url}"
     pointer = store.read_pointer(name)
     if pointer is not None and options.cache_seconds > 0:
-        kept = FetchedPage.model_validate(get_json(store, pointer))
-        if time.time() - kept.fetched_at <= options.cache_seconds:
+        try:
+            kept = FetchedPage.model_validate(get_json(store, pointer))
+            fresh = time.time() - kept.fetched_at <= options.cache_seconds
+            body = store.get_bytes(kept.body) if fresh else None
+        except (ArtifactNotFoundError, ArtifactReferenceError, ValidationError) as exc:
+            log.warning(
+                "web.fetch: stored page unreadable, fetching again", url=url, error=str(exc)
+            )
+            body = None
+        if body is not None:
             for hop in kept.hops:
                 await _check_target(hop, options.allow_private)
-            return kept
-    page = await _fetch(url, options, store)
+            return kept, body
+    page, body = await _fetch(url, options, store)
     store.swap_pointer(name, pointer, put_json(store, page))  # lost race: the other copy is as good
-    return page
+    return page, body
 
 
-async def _fetch(url: str, options: WebFetchOptions, store: ArtifactStore) -> FetchedPage:
+async def _fetch(
+    url: str, options: WebFetchOptions, store: ArtifactStore
+) -> tuple[FetchedPage, bytes]:
     hops: list[str] = []
     async with asyncio.timeout(options.timeout_seconds):
         async with httpx.AsyncClient(
@@ -161,7 +184,7 @@ async def _fetch(url: str, options: WebFetchOptions, store: ArtifactStore) -> Fe
                         continue
                     response.raise_for_status()
                     body, cut = await _read_capped(response, options.max_bytes)
-                    return FetchedPage(
+                    page = FetchedPage(
                         url=url,
                         hops=hops,
                         content_type=response.headers.get("content-type", ""),
@@ -169,6 +192,7 @@ async def _fetch(url: str, options: WebFetchOptions, store: ArtifactStore) -> Fe
                         cut=cut,
                         fetched_at=time.time(),
                     )
+                    return page, body
     raise FetchRefused(f"{url} redirected more than {MAX_REDIRECTS} times; fetch the final URL")
 
 

@@ -142,6 +142,19 @@ async def test_a_page_is_fetched_once_and_then_read_from_the_artifact_store(
     assert server.hits("/tech/crm-prices") == 3
 
 
+async def test_a_stored_page_that_went_missing_is_fetched_again(
+    server: LocalWebServer, tmp_path: Path
+) -> None:
+    url = serve(server, "/tech/crm-prices", "article.html", HTML)
+    first = await fetch_text(url, LOOPBACK, store=LocalArtifactStore(tmp_path / "a"))
+    for path in (tmp_path / "a").rglob("*"):
+        if path.is_file() and "pointers" not in path.parts:
+            path.unlink()  # the content is gone; the pointer still names it
+    again = await fetch_text(url, LOOPBACK, store=LocalArtifactStore(tmp_path / "a"))
+    assert again == first
+    assert server.hits("/tech/crm-prices") == 2
+
+
 async def test_the_tool_uses_the_default_store_and_the_ssrf_guard_covers_stored_pages(
     server: LocalWebServer, sleuth_home: Path
 ) -> None:
