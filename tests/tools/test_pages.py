@@ -74,17 +74,30 @@ async def test_a_redirect_chain_is_followed_and_the_final_url_reported(
     assert [server.hits(p) for p in ("/old/crm", "/moved/crm", "/2026/crm-prices")] == [1, 1, 1]
 
 
+HTTP_EQUIV = b'<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1">'
+
+
 @pytest.mark.parametrize(
-    ("fixture", "content_type"),
+    ("fixture", "content_type", "meta"),
     [
-        ("latin1-header.html", "text/html; charset=ISO-8859-1"),  # no <meta charset>
-        ("latin1-meta.html", "text/html"),  # no charset in the header
+        ("latin1-header.html", "text/html; charset=ISO-8859-1", None),  # no <meta charset>
+        ("latin1-meta.html", "text/html", None),  # no charset in the header
+        ("latin1-meta.html", "text/html", HTTP_EQUIV),  # the older form of the meta tag
     ],
 )
 async def test_latin1_pages_decode_from_the_header_or_the_meta_tag(
-    server: LocalWebServer, store: LocalArtifactStore, fixture: str, content_type: str
+    server: LocalWebServer,
+    store: LocalArtifactStore,
+    fixture: str,
+    content_type: str,
+    meta: bytes | None,
 ) -> None:
-    url = serve(server, "/preise", fixture, content_type)
+    body = (DATA / fixture).read_bytes()
+    if meta is not None:
+        body = body.replace(b'<meta charset="iso-8859-1">', meta)
+        assert meta in body
+    server.reply("/preise", body=body, content_type=content_type)
+    url = server.url + "/preise"
     page = await fetch_text(url, LOOPBACK, store=store)
     assert "Title: Preisliste für München" in page
     assert "Author: Jürgen Müller" in page
