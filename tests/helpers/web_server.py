@@ -43,6 +43,7 @@ class LocalWebServer:
     def __init__(self) -> None:
         self.replies: dict[str, Reply] = {}
         self.queued: dict[str, list[Reply]] = {}
+        self.held: dict[str, threading.Event] = {}
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         server = self
@@ -67,6 +68,9 @@ class LocalWebServer:
                             body=self.rfile.read(length) if length else b"",
                         )
                     )
+                gate = server.held.get(parts.path)
+                if gate is not None:
+                    gate.wait()
                 with server._lock:
                     queued = server.queued.get(parts.path)
                     reply = (
@@ -74,12 +78,15 @@ class LocalWebServer:
                         if queued
                         else server.replies.get(parts.path, Reply(404, b"not found"))
                     )
-                self.send_response(reply.status)
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(reply.body)))
-                self.end_headers()
-                self.wfile.write(reply.body)
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except OSError:  # the client is gone (a killed worker held at a gate)
+                    return
 
             def log_message(self, *args: object) -> None:
                 return
@@ -119,6 +126,14 @@ class LocalWebServer:
     def redirect(self, path: str, location: str, status: int = 302) -> None:
         self.reply(path, status=status, headers={"Location": location})
 
+    def hold(self, path: str) -> None:
+        """Keep every request for `path` waiting (after it is recorded) until `release(path)`."""
+        self.held[path] = threading.Event()
+
+    def release(self, path: str) -> None:
+        """Answer the requests `hold(path)` kept waiting, and the later ones at once."""
+        self.held.pop(path).set()
+
     def hits(self, path: str) -> int:
         """How many requests for `path` the server got."""
         with self._lock:
@@ -138,6 +153,8 @@ class LocalWebServer:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
+        for gate in self.held.values():
+            gate.set()
         self._server.shutdown()
         self._server.server_close()
 
