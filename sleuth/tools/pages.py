@@ -46,6 +46,14 @@ from sleuth.runtime.log import get_logger
 log = get_logger(__name__)
 
 MAX_REDIRECTS = 5
+_BINARY_TYPES = (
+    "image/",
+    "audio/",
+    "video/",
+    "font/",
+    "application/octet-stream",
+    "application/zip",
+)
 _META_CHARSET = re.compile(
     rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE
 )
@@ -232,6 +240,11 @@ def read_page(body: bytes, page: FetchedPage, options: WebFetchOptions) -> PageT
     media_type = page.content_type.split(";")[0].strip().lower()
     if media_type == "application/pdf" or body.startswith(b"%PDF-"):
         return _read_pdf(body, page, options.max_pdf_pages)
+    if media_type.startswith(_BINARY_TYPES) or b"\x00" in body[:1024]:
+        raise PageUnreadable(
+            f"{page.final_url} is {media_type or 'binary'}, not a page; web.fetch reads HTML, "
+            "text and PDF"
+        )
     text = body.decode(_charset(body, page.content_type), errors="replace")
     if "html" in media_type or text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
         return _read_html(text, page)

@@ -199,3 +199,12 @@ async def test_plain_text_and_the_character_cap(
         + ("Acme renewed in May. " * 5)[:100]
         + "\n[... cut: the page is longer]"
     )
+
+
+async def test_binary_content_is_refused_with_what_it_is(
+    server: LocalWebServer, store: LocalArtifactStore
+) -> None:
+    server.reply("/logo.png", body=b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", content_type="image/png")
+    result = await web_fetch_tool(LOOPBACK).invoke({"url": f"{server.url}/logo.png"})
+    assert not result.ok
+    assert "is image/png, not a page; web.fetch reads HTML, text and PDF" in result.content
