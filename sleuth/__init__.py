@@ -118,6 +118,11 @@ if TYPE_CHECKING:
     from sleuth.tools import Tool as Tool
     from sleuth.tools import ToolResult as ToolResult
     from sleuth.tools import tool as tool
+    from sleuth.tools.builtin import web_fetch_tool as web_fetch_tool
+    from sleuth.tools.builtin import web_search_tool as web_search_tool
+    from sleuth.tools.pages import WebFetchOptions as WebFetchOptions
+    from sleuth.tools.search import SearchResult as SearchResult
+    from sleuth.tools.search import WebSearchOptions as WebSearchOptions
     from sleuth.usage.budget import budgeted_agent as budgeted_agent
     from sleuth.usage.limits import UsageAccount as UsageAccount
     from sleuth.usage.limits import UsageLimitExceeded as UsageLimitExceeded

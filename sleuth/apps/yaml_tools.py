@@ -3,12 +3,13 @@
 ```yaml
 tools:
   - lookup_ticker                                           # registered with app.tool(...)
-  - { name: web-fetch, type: function, function: web.fetch }   # a builtin
+  - { name: search, type: function, function: web.search, options: {provider: brave} }  # a builtin
+  - { name: web-fetch, type: function, function: web.fetch }
   - { name: read-file, type: function, function: fs.read, options: {root: ./docs} }
   - { name: score, type: function, function: myproject.tools:score }   # module:attribute
 ```
 
-`function` is a builtin (`web.fetch`, `fs.read`; see `sleuth.tools.builtin`), a tool registered in
+`function` is a builtin (`web.search`, `web.fetch`, `fs.read`; see `sleuth.tools.builtin`), a tool registered in
 the App, or `module:attribute` naming a `@tool` or a plain function. `name` is what the model
 calls it (default: the function's own name); `options` configures a builtin.
 """
@@ -28,9 +29,11 @@ from sleuth.tools.builtin import (
     BUILTINS,
     FsReadOptions,
     WebFetchOptions,
+    WebSearchOptions,
     default_files_root,
     fs_read_tool,
     web_fetch_tool,
+    web_search_tool,
 )
 
 
@@ -46,12 +49,14 @@ class ToolEntry(StrictInput):
     type: Literal["function"] = "function"
     """The kind of tool; `function` is the one kind."""
     function: str = Field(min_length=1)
-    """A builtin (`web.fetch`, `fs.read`), a name registered with `app.tool`, or `module:attribute`."""
+    """A builtin (`web.search`, `web.fetch`, `fs.read`), a name registered with `app.tool`, or
+    `module:attribute`."""
     description: str | None = None
     """What the model is told the tool does (default: the function's docstring)."""
     options: dict[str, Any] = Field(default_factory=dict)
-    """Settings of a builtin (`web.fetch`: timeout_seconds, max_bytes, max_chars, allow_private;
-    `fs.read`: root)."""
+    """Settings of a builtin (`web.search`: provider, max_results, allowed_domains,
+    blocked_domains, timeout_seconds; `web.fetch`: timeout_seconds, max_bytes, max_chars,
+    max_pdf_pages, cache_seconds, allow_private; `fs.read`: root)."""
 
 
 def resolve_tool(entry: str | ToolEntry, registered: Any, base: Path) -> Tool:
@@ -84,14 +89,21 @@ def resolve_tool(entry: str | ToolEntry, registered: Any, base: Path) -> Tool:
 def _builtin(entry: ToolEntry, base: Path) -> Tool:
     name = entry.name or entry.function.replace(".", "_")
     try:
-        if entry.function == "web.fetch":
+        if entry.function == "web.search":
+            tool = web_search_tool(WebSearchOptions.model_validate(entry.options), name=name)
+        elif entry.function == "web.fetch":
             tool = web_fetch_tool(WebFetchOptions.model_validate(entry.options), name=name)
         else:
             options = FsReadOptions.model_validate(entry.options)
             root = base / options.root if options.root else default_files_root()
             tool = fs_read_tool(root, name=name)
     except ValidationError as exc:
-        problems = "; ".join(error["msg"] for error in exc.errors())
+        problems = "; ".join(
+            ".".join(str(part) for part in error["loc"]) + ": " + error["msg"]
+            if error["loc"]
+            else error["msg"]
+            for error in exc.errors()
+        )
         raise YamlToolError(f"tool {name!r} ({entry.function}): bad options: {problems}") from None
     if entry.description:
         tool.description = entry.description

@@ -13,12 +13,38 @@ import asyncio
 import inspect
 import json
 from collections.abc import Callable
-from typing import Any, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from sleuth.models.base import RetryableModelError, ToolSpec
 from sleuth.usage.limits import UsageAccount
+
+if TYPE_CHECKING:
+    from sleuth.tools.builtin import fs_read_tool as fs_read_tool
+    from sleuth.tools.builtin import web_fetch_tool as web_fetch_tool
+    from sleuth.tools.builtin import web_search_tool as web_search_tool
+    from sleuth.tools.pages import WebFetchOptions as WebFetchOptions
+    from sleuth.tools.search import SearchResult as SearchResult
+    from sleuth.tools.search import WebSearchOptions as WebSearchOptions
+
+_BUILTIN_EXPORTS = {
+    "web_search_tool": "sleuth.tools.builtin",
+    "web_fetch_tool": "sleuth.tools.builtin",
+    "fs_read_tool": "sleuth.tools.builtin",
+    "WebSearchOptions": "sleuth.tools.search",
+    "SearchResult": "sleuth.tools.search",
+    "WebFetchOptions": "sleuth.tools.pages",
+}
+"""The builtin tools' factories and options, loaded on first use (they import this module)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BUILTIN_EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_BUILTIN_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ToolResult(BaseModel):

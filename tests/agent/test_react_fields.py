@@ -117,7 +117,9 @@ async def collect(agent: Agent, task: str) -> tuple[list[Event], object]:
 
 async def test_web_fetch_gets_html_as_text(page_server: str) -> None:
     text_out = await fetch_text(f"{page_server}/page", WebFetchOptions(allow_private=True))
-    assert text_out == "CRM prices\nAcme costs $40 a seat."
+    assert text_out == (
+        f"URL: {page_server}/page\nTitle: CRM prices\n\nCRM prices\nAcme costs $40 a seat."
+    )
 
 
 async def test_web_fetch_refuses_loopback_unless_allowed(page_server: str) -> None:
@@ -133,7 +135,7 @@ async def test_web_fetch_checks_redirects_caps_size_and_refuses_other_schemes(
     capped = await fetch_text(
         f"{page_server}/big", WebFetchOptions(allow_private=True, max_bytes=1000)
     )
-    assert capped == "x" * 1000 + "\n[... cut: the page is longer]"
+    assert capped == f"URL: {page_server}/big\n\n" + "x" * 1000 + "\n[... cut: the page is longer]"
     with pytest.raises(FetchRefused, match="only http"):
         await fetch_text("file:///etc/passwd", WebFetchOptions(allow_private=True))
 
@@ -169,7 +171,7 @@ agents:
     )
     result = await app.new_agent("researcher").arun("What does Acme cost?")
     outputs = [e.output for e in result.evidence]
-    assert outputs[0] == "CRM prices\nAcme costs $40 a seat."
+    assert outputs[0].endswith("\n\nCRM prices\nAcme costs $40 a seat.")
     assert outputs[1] == "Acme renewed in May."
     assert outputs[2] == "DONE"
     assert outputs[3] == "q: 42"
@@ -206,8 +208,8 @@ agents:
         )
     lines = str(error.value).splitlines()
     assert (
-        ":5: agent 'a': tool function 'web.fetchh' is not a builtin (web.fetch, fs.read)"
-        in lines[0]
+        ":5: agent 'a': tool function 'web.fetchh' is not a builtin (web.search, web.fetch, "
+        "fs.read)" in lines[0]
     )
     assert ":6: agent 'a': tool 'g' (web.fetch): bad options" in lines[1]
     assert ":7: agent 'a': cannot import 'no_such_module'" in lines[2]
