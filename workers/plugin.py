@@ -25,9 +25,10 @@ one trace from the client that starts it through the workflow to each activity (
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pkgutil
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -110,6 +111,7 @@ class SleuthPlugin(SimplePlugin):
             activities=self._with_activities,
             workflow_runner=_with_passthroughs,
             workflow_failure_exception_types=list(FAILURE_EXCEPTION_TYPES),
+            run_context=self._mcp_servers,
         )
 
     @property
@@ -145,6 +147,13 @@ class SleuthPlugin(SimplePlugin):
         if current is None or current > throttle:
             config["max_heartbeat_throttle_interval"] = throttle
         return config
+
+    @contextlib.asynccontextmanager
+    async def _mcp_servers(self) -> AsyncIterator[None]:
+        """The App's MCP servers run while the worker runs: started, their tools listed once
+        at start, stopped at the end (`sleuth.tools.mcp`)."""
+        async with self.app.mcp.running():
+            yield
 
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Any]:
         return [*(existing or []), *build_activities(self.app)]

@@ -38,6 +38,7 @@ _ACTIVITIES = {
     "model": AgentActivities.model_turn,
     "tool": AgentActivities.tool,
     "subagent": AgentActivities.subagent,
+    "mcp": AgentActivities.mcp_tool,
 }
 
 
