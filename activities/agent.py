@@ -112,7 +112,7 @@ async def _guard_mcp_call(journal: Journal, agent: Agent, state: LoopState, step
         return
     started = journal.get(MCP_CALL_STARTED, McpCallStarted)
     if started is not None and started.call_id == call.id and not selected.idempotent:
-        lost = selected.lost_result("the worker or the server stopped")
+        lost = selected.lost_result("its worker or server stopped during the call")
         agent.tools[call.name] = _Answer(selected, lost)
         log.warning("mcp.call.not_retried", tool=call.name, call_id=call.id, step=step.summary)
         return

@@ -23,8 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
+import sys
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError, model_validator
@@ -48,10 +51,13 @@ MCP_CALL_LOST = "mcp_call_lost"
 MCP_TOOL_ERROR = "mcp_tool_error"
 """The error of a call the server answered with `isError`."""
 _PROBE_SECONDS = 10.0
+MCP_CHILD = str(Path(__file__).with_name("mcp_child.py"))
+"""Run as a script (not `-m`): it imports nothing of Sleuth, so it starts at once."""
 
 
 class McpServerCrashed(SleuthError, ConnectionError):
-    """The server died during an idempotent call: retryable, the next attempt restarts it."""
+    """An idempotent call got no answer (its server died, or it timed out): retryable, and the
+    next attempt restarts a dead server."""
 
 
 class McpUnavailableError(SleuthError, ConnectionError):
@@ -115,7 +121,8 @@ class McpServerConfig(StrictInput):
 
 
 class McpConnectionLost(SleuthError, ConnectionError):
-    """The connection closed while a call waited for its answer (the server died)."""
+    """A call got no answer: the connection closed while it waited (the server died), or the
+    server's `timeout_seconds` passed."""
 
 
 class McpConnection:
@@ -159,7 +166,7 @@ class McpConnection:
     async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call `tool`; raises `McpConnectionLost` when the server dies before it answers."""
         from mcp import MCPError
-        from mcp.types import CONNECTION_CLOSED
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         client = await self._connected()
         try:
@@ -167,6 +174,11 @@ class McpConnection:
                 tool, arguments, read_timeout_seconds=self.config.timeout_seconds
             )
         except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise McpConnectionLost(
+                    f"MCP server {self.config.name!r} gave no answer to {tool!r} within "
+                    f"{self.config.timeout_seconds:g} s"
+                ) from exc
             if exc.code != CONNECTION_CLOSED:
                 raise
             await self._discard(client)
@@ -269,8 +281,12 @@ async def _client(config: McpServerConfig) -> AsyncIterator[Client]:
         ) from exc
     target: StdioServerParameters | str
     if config.command is not None:
+        command, args = config.command, config.args
+        if sys.platform == "linux":
+            # The server dies with this worker, even one killed with SIGKILL (`mcp_child`).
+            command, args = sys.executable, [MCP_CHILD, str(os.getpid()), command, *args]
         target = StdioServerParameters(
-            command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
+            command=command, args=args, env=config.env or None, cwd=config.cwd
         )
     else:
         assert config.url is not None
@@ -331,10 +347,10 @@ class McpTool(Tool):
         except McpConnectionLost as lost:
             if self.idempotent:
                 raise McpServerCrashed(
-                    f"MCP server {self.server!r} died during {self.server}.{self.mcp_name}; the "
-                    "tool is idempotent, so the call is retried on a restarted server"
+                    f"{lost}; {self.server}.{self.mcp_name} is idempotent, so the call is "
+                    "retried (on a restarted server if it died)"
                 ) from lost
-            return self.lost_result("its MCP server stopped")
+            return self.lost_result(str(lost))
         except MCPError as exc:
             return ToolResult(
                 ok=False,
@@ -356,7 +372,7 @@ class McpTool(Tool):
         return ToolResult(
             ok=False,
             content=(
-                f"Tool {self.name!r} did not answer: {why} during the call. {self.server}."
+                f"Tool {self.name!r} did not answer ({why}). {self.server}."
                 f"{self.mcp_name} is not marked idempotent, so the call was not retried; it may "
                 "or may not have taken effect. Check before calling it again."
             ),

@@ -121,12 +121,26 @@ async def test_an_idempotent_call_whose_server_dies_raises_a_retryable_error(
     stdio_app: App, tmp_path: Path
 ) -> None:
     upsert = _tool(stdio_app, "kb_upsert")
-    with pytest.raises(McpServerCrashed, match="retried on a restarted server"):
+    with pytest.raises(McpServerCrashed, match="closed the connection during 'upsert'"):
         await upsert.invoke({"key": "acme", "value": "1987"})
     result = await upsert.invoke({"key": "acme", "value": "1987"})
     assert result.ok and result.content == "stored acme"
     assert len(_attempts(tmp_path, "upsert")) == 2
     assert [p.name for p in (tmp_path / "store").iterdir()] == ["acme"]
+
+
+async def test_a_call_past_its_timeout_is_lost_or_retried_by_idempotency(tmp_path: Path) -> None:
+    app = App()
+    add_kb_server(app, tmp_path, timeout_seconds=0.5)
+    async with app.mcp.running():
+        result = await _tool(app, "kb_wait_for_release").invoke({"key": "k1"})
+        assert not result.ok and result.error == MCP_CALL_LOST
+        assert "no answer to 'wait_for_release' within 0.5 s" in result.content
+    idempotent = App()
+    add_kb_server(idempotent, tmp_path, timeout_seconds=0.5, idempotent=True)
+    async with idempotent.mcp.running():
+        with pytest.raises(McpServerCrashed, match="within 0.5 s"):
+            await _tool(idempotent, "kb_wait_for_release").invoke({"key": "k2"})
 
 
 async def test_a_server_that_cannot_start_says_so(tmp_path: Path) -> None:

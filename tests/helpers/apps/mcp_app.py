@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[3]
 STATE_ENV = "MCP_TEST_STATE"
 """The folder the MCP test server writes its side effects to."""
 IDEMPOTENT = ["search", "upsert", "wait_for_release"]
+IDEMPOTENT_ENV = "MCP_TEST_IDEMPOTENT"
+"""For the worker process: `none` marks no tool idempotent."""
 
 Plan = Sequence[tuple[str, dict[str, Any]]]
 
@@ -74,4 +76,8 @@ def build_app(
 
 
 # For the worker-kill test: one call that waits until the test releases it.
-app = build_app(Path(os.environ.get(STATE_ENV, ".")), [("kb_wait_for_release", {"key": "k1"})])
+app = build_app(
+    Path(os.environ.get(STATE_ENV, ".")),
+    [("kb_wait_for_release", {"key": "k1"})],
+    idempotent_tools=[] if os.environ.get(IDEMPOTENT_ENV) == "none" else IDEMPOTENT,
+)
