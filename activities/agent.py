@@ -193,6 +193,8 @@ class AgentActivities:
                 f"agent {request.agent!r} built a {type(agent).__name__}, not a sleuth.Agent; "
                 "register a factory returning create_deepagent(...) or Agent(...)"
             )
+        if request.mcp_servers is not None:
+            self._keep_mcp_servers(agent, request.mcp_servers)
         state = await self._load(agent, request)
         if request.approval is not None and request.call_id:
             state.approvals[request.call_id] = request.approval
@@ -248,6 +250,14 @@ class AgentActivities:
             todos=_todos(agent),
             outcome=outcome,
         )
+
+    def _keep_mcp_servers(self, agent: Agent, names: list[str]) -> None:
+        """Drop the MCP tools of the servers the run did not name (an unknown name fails it)."""
+        for name in names:
+            self.app.mcp.connection(name)
+        for tool_name, selected in list(agent.tools.items()):
+            if isinstance(selected, McpTool) and selected.server not in names:
+                del agent.tools[tool_name]
 
     async def _finished_step(self, journal: Journal, agent: Agent) -> tuple[str, LoopState] | None:
         """The result an earlier attempt of this step saved, if it got that far and it reads."""

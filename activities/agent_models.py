@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from sleuth._util.strict import StrictInput
@@ -16,6 +16,7 @@ from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
 from sleuth.activities.policy import ActivitySettings, RetrySettings, with_overrides
 from sleuth.flows.review import ApprovalTimeoutAction, ReviewRecord, ReviewSubject
 from sleuth.models.base import Usage
+from sleuth.tools.mcp import check_server_names
 
 StepKind = Literal["model", "tool", "subagent", "mcp"]
 
@@ -105,6 +106,8 @@ class StepInput(BaseModel):
     """The tool call to run (`tool` and `subagent` steps)."""
     approval: ReviewRecord | None = None
     """The decision on the call, when it needed approval (the workflow waited for it)."""
+    mcp_servers: list[str] | None = None
+    """`AgentRequest.mcp_servers`: the only MCP servers whose tools the agent keeps."""
 
 
 class TodoView(BaseModel):
@@ -189,5 +192,14 @@ class AgentRequest(StrictInput):
     """The task."""
     steps: dict[str, Any] | None = None
     """Per-kind overrides of `AgentStepConfig`, e.g. `{"subagent": {"heartbeat_seconds": 10}}`."""
+    mcp_servers: list[str] | None = None
+    """The MCP servers whose tools this run may use, by the names the worker configured
+    (`app.mcp_server` or a YAML `type: mcp` tool); None: every one the agent has. Names only: an
+    input can never give a server's command or URL."""
     resume: AgentResume | None = None
     """Set by the workflow itself when it continues as new; leave empty."""
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _names_only(cls, value: Any) -> Any:
+        return None if value is None else check_server_names(value)

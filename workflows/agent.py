@@ -104,6 +104,7 @@ class AgentWorkflow:
                     prompt=request.prompt if state_ref is None else None,
                     call_id=step.call_id,
                     approval=approval,
+                    mcp_servers=request.mcp_servers,
                 ),
                 summary=step.summary,
                 **config.for_kind(step.kind).activity_options(),

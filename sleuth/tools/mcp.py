@@ -308,6 +308,21 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def check_server_names(value: Any) -> list[str]:
+    """`value` as a list of MCP server names; anything else (a command, a URL, a config object)
+    is refused: a workflow input names servers the worker configured, it never defines one."""
+    if not isinstance(value, list):
+        value = [value]
+    for item in value:
+        if not isinstance(item, str) or not re.fullmatch(SERVER_NAME_PATTERN, item):
+            raise InvalidSettingError(
+                f"mcp_servers takes the names of MCP servers configured on the worker "
+                f"(app.mcp_server or a YAML `type: mcp` tool), never a command, URL or config; "
+                f"got {item!r}"
+            )
+    return list(value)
+
+
 def tool_name(server: str, tool: str) -> str:
     """What the model calls `tool` of `server` (letters, digits, `_` and `-`; 64 at most)."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}_{tool}")[:64]

@@ -18,11 +18,12 @@ from typing import Any
 
 import httpx
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from sleuth import App
 from sleuth.activities.agent_models import AgentOutcome, AgentRequest
+from sleuth.activities.errors import unwrap_cause
 from sleuth.agent.state import LoopState
 from sleuth.runtime.artifacts import default_artifact_store, get_json
 from sleuth.tools.mcp import MCP_CALL_LOST
@@ -177,3 +178,56 @@ async def test_a_non_idempotent_call_whose_server_dies_is_a_tool_error_not_a_ret
     assert "was not retried" in outcome.message
     _, started = await mcp_activities(handle)
     assert max(started) == 1
+
+
+async def test_a_run_may_name_its_mcp_servers(
+    time_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    app = build_app(tmp_path, SEARCH)
+    task_queue = str(uuid.uuid4())
+    async with build_worker(time_env.client, app, task_queue=task_queue):
+        named = await time_env.client.execute_workflow(
+            AgentWorkflow.run,
+            AgentRequest(agent="researcher", prompt="Acme?", mcp_servers=["kb"]),
+            id=f"mcp-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+        unknown = await time_env.client.start_workflow(
+            AgentWorkflow.run,
+            AgentRequest(agent="researcher", prompt="Acme?", mcp_servers=["tickets"]),
+            id=f"mcp-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await unknown.result()
+    assert "founded in 1987" in named.message
+    assert "unknown MCP server 'tickets'; registered: kb" in str(unwrap_cause(failure.value))
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        [{"name": "kb", "command": "sh", "args": ["-c", "touch /tmp/owned"]}],
+        ["http://attacker.example/mcp"],
+        ["npx some-server"],
+    ],
+    ids=["config", "url", "command"],
+)
+async def test_a_workflow_input_cannot_give_an_mcp_command_or_url(
+    time_env: WorkflowEnvironment, tmp_path: Path, given: list[object]
+) -> None:
+    app = build_app(tmp_path, SEARCH)
+    task_queue = str(uuid.uuid4())
+    async with build_worker(time_env.client, app, task_queue=task_queue):
+        handle = await time_env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "researcher", "prompt": "Acme?", "mcp_servers": given},
+            id=f"mcp-{uuid.uuid4()}",
+            task_queue=task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+    message = str(unwrap_cause(failure.value))
+    assert "mcp_servers takes the names of MCP servers configured on the worker" in message
+    assert "never a command, URL or config" in message
+    assert not (tmp_path / "attempts").exists()  # no tool ran

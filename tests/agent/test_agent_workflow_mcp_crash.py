@@ -84,7 +84,9 @@ async def test_killing_the_worker_during_an_mcp_call(
         stop(first, signal.SIGKILL)
         stop(second)
 
-    [item] = LoopState.model_validate(get_json(default_artifact_store(), outcome.state_ref)).evidence
+    [item] = LoopState.model_validate(
+        get_json(default_artifact_store(), outcome.state_ref)
+    ).evidence
     summaries, started = await mcp_activities(handle)
     assert summaries == ['mcp kb.wait_for_release({"key": "k1"})']
     assert max(started) == 2
