@@ -25,10 +25,9 @@ one trace from the client that starts it through the workflow to each activity (
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import pkgutil
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -39,7 +38,7 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor as WorkerInterceptor
-from temporalio.worker import WorkerConfig, WorkflowRunner
+from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 import sleuth.workflows as workflow_classes
@@ -111,7 +110,6 @@ class SleuthPlugin(SimplePlugin):
             activities=self._with_activities,
             workflow_runner=_with_passthroughs,
             workflow_failure_exception_types=list(FAILURE_EXCEPTION_TYPES),
-            run_context=self._mcp_servers,
         )
 
     @property
@@ -148,12 +146,11 @@ class SleuthPlugin(SimplePlugin):
             config["max_heartbeat_throttle_interval"] = throttle
         return config
 
-    @contextlib.asynccontextmanager
-    async def _mcp_servers(self) -> AsyncIterator[None]:
-        """The App's MCP servers run while the worker runs: started, their tools listed once
-        at start, stopped at the end (`sleuth.tools.mcp`)."""
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """The App's MCP servers run while the worker runs: started, their tools listed once at
+        start, stopped at the end (`sleuth.tools.mcp`). A replayer starts none."""
         async with self.app.mcp.running():
-            yield
+            await super().run_worker(worker, next)
 
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Any]:
         return [*(existing or []), *build_activities(self.app)]
