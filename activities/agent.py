@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 
 from sleuth._util.text import preview
@@ -48,6 +48,8 @@ from sleuth.runtime.artifacts import (
     put_json,
 )
 from sleuth.runtime.log import get_logger
+from sleuth.tools import Tool, ToolResult
+from sleuth.tools.mcp import McpTool
 
 log = get_logger(__name__)
 
@@ -77,6 +79,14 @@ def next_step(agent: Agent, state: LoopState) -> NextStep:
             summary=preview(f"subagent {subagent}: {task}"),
             approval=approval,
         )
+    selected = agent.tools.get(call.name)
+    if isinstance(selected, McpTool):
+        return NextStep(
+            kind="mcp",
+            call_id=call.id,
+            summary=preview(selected.summary(call.arguments)),
+            approval=approval,
+        )
     arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
     return NextStep(
         kind="tool",
@@ -84,6 +94,47 @@ def next_step(agent: Agent, state: LoopState) -> NextStep:
         summary=preview(f"tool {call.name} {arguments}"),
         approval=approval,
     )
+
+
+class McpCallStarted(BaseModel):
+    """Journal entry saved before an MCP call leaves the worker."""
+
+    call_id: str
+
+
+async def _guard_mcp_call(journal: Journal, agent: Agent, state: LoopState, step: NextStep) -> None:
+    """Before an MCP call: if an earlier attempt of this step sent it and died (worker killed,
+    server crashed) and the tool is not idempotent, answer the model with a tool error instead
+    of sending it again; otherwise note in the journal that the call is about to be sent."""
+    call = agent.next_tool_call(state)
+    selected = agent.tools.get(call.name) if call else None
+    if call is None or not isinstance(selected, McpTool):
+        return
+    started = journal.get(MCP_CALL_STARTED, McpCallStarted)
+    if started is not None and started.call_id == call.id and not selected.idempotent:
+        lost = selected.lost_result("its worker or server stopped during the call")
+        agent.tools[call.name] = _Answer(selected, lost)
+        log.warning("mcp.call.not_retried", tool=call.name, call_id=call.id, step=step.summary)
+        return
+    await journal.save(**{MCP_CALL_STARTED: McpCallStarted(call_id=call.id)})
+
+
+MCP_CALL_STARTED = "mcp_call_started"
+
+
+class _Answer(Tool):
+    """A tool that answers one fixed result (a cut-off call that must not be sent again)."""
+
+    def __init__(self, tool: Tool, result: ToolResult):
+        super().__init__(tool.func, name=tool.name, description=tool.description)
+        self.parameters = tool.parameters
+        self._result = result
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return dict(arguments)
+
+    async def invoke(self, arguments: dict[str, Any], account: Any = None) -> ToolResult:
+        return self._result
 
 
 def _todos(agent: Agent) -> list[TodoView] | None:
@@ -105,7 +156,7 @@ class AgentActivities:
         return self._store or default_artifact_store()
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.model_turn, self.tool, self.subagent]
+        return [self.model_turn, self.tool, self.subagent, self.mcp_tool]
 
     @activity.defn(name="agent.model_turn")
     @mapped_errors
@@ -121,6 +172,13 @@ class AgentActivities:
         """One tool call of the agent."""
         return await self._step(request, "tool")
 
+    @activity.defn(name="agent.mcp_tool")
+    @mapped_errors
+    @streams_events
+    async def mcp_tool(self, request: StepInput) -> StepOutput:
+        """One call of an MCP server's tool, over this worker's connection to the server."""
+        return await self._step(request, "mcp")
+
     @activity.defn(name="agent.subagent")
     @mapped_errors
     @streams_events
@@ -135,6 +193,8 @@ class AgentActivities:
                 f"agent {request.agent!r} built a {type(agent).__name__}, not a sleuth.Agent; "
                 "register a factory returning create_deepagent(...) or Agent(...)"
             )
+        if request.mcp_servers is not None:
+            self._keep_mcp_servers(agent, request.mcp_servers)
         state = await self._load(agent, request)
         if request.approval is not None and request.call_id:
             state.approvals[request.call_id] = request.approval
@@ -150,6 +210,8 @@ class AgentActivities:
             if finished is not None:
                 state_ref, state = finished
             else:
+                if kind == "mcp":
+                    await _guard_mcp_call(journal, agent, state, planned)
                 evidence_before = len(state.evidence)
                 await agent.step(state)
                 record_tool_errors(state.evidence[evidence_before:])
@@ -188,6 +250,14 @@ class AgentActivities:
             todos=_todos(agent),
             outcome=outcome,
         )
+
+    def _keep_mcp_servers(self, agent: Agent, names: list[str]) -> None:
+        """Drop the MCP tools of the servers the run did not name (an unknown name fails it)."""
+        for name in names:
+            self.app.mcp.connection(name)
+        for tool_name, selected in list(agent.tools.items()):
+            if isinstance(selected, McpTool) and selected.server not in names:
+                del agent.tools[tool_name]
 
     async def _finished_step(self, journal: Journal, agent: Agent) -> tuple[str, LoopState] | None:
         """The result an earlier attempt of this step saved, if it got that far and it reads."""

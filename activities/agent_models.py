@@ -8,20 +8,36 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from sleuth._util.strict import StrictInput
 from sleuth.activities.heartbeat import HEARTBEAT_SECONDS
-from sleuth.activities.policy import ActivitySettings, with_overrides
+from sleuth.activities.policy import ActivitySettings, RetrySettings, with_overrides
 from sleuth.flows.review import ApprovalTimeoutAction, ReviewRecord, ReviewSubject
 from sleuth.models.base import Usage
+from sleuth.tools.mcp import check_server_names
 
-StepKind = Literal["model", "tool", "subagent"]
+StepKind = Literal["model", "tool", "subagent", "mcp"]
 
 
 def _step_defaults() -> ActivitySettings:
     return ActivitySettings(heartbeat_seconds=HEARTBEAT_SECONDS)
+
+
+def _mcp_defaults() -> ActivitySettings:
+    # A call whose server died is retried only for idempotent tools (others come back to the
+    # model as a tool error), so these attempts go to restarted servers and other workers.
+    return ActivitySettings(
+        start_to_close_seconds=600.0,
+        heartbeat_seconds=HEARTBEAT_SECONDS,
+        retry=RetrySettings(
+            initial_interval_seconds=1.0,
+            backoff_coefficient=2.0,
+            maximum_interval_seconds=30.0,
+            maximum_attempts=5,
+        ),
+    )
 
 
 def _subagent_defaults() -> ActivitySettings:
@@ -36,6 +52,10 @@ class AgentStepConfig(StrictInput):
     """One model turn (plus the grounding judge or a summarisation call when they are due)."""
     tool: ActivitySettings = Field(default_factory=_step_defaults)
     """One tool call."""
+    mcp: ActivitySettings = Field(default_factory=_mcp_defaults)
+    """One call of an MCP server's tool (docs/mcp.md): 600 s per attempt (a call's own timeout
+    is the server's `timeout_seconds`, 120 s by default), 20 s heartbeat, 5 attempts 1 s apart
+    doubling up to 30 s."""
     subagent: ActivitySettings = Field(default_factory=_subagent_defaults)
     """One subagent dispatch: a whole child agent run, so it gets longer."""
 
@@ -86,6 +106,8 @@ class StepInput(BaseModel):
     """The tool call to run (`tool` and `subagent` steps)."""
     approval: ReviewRecord | None = None
     """The decision on the call, when it needed approval (the workflow waited for it)."""
+    mcp_servers: list[str] | None = None
+    """`AgentRequest.mcp_servers`: the only MCP servers whose tools the agent keeps."""
 
 
 class TodoView(BaseModel):
@@ -170,5 +192,14 @@ class AgentRequest(StrictInput):
     """The task."""
     steps: dict[str, Any] | None = None
     """Per-kind overrides of `AgentStepConfig`, e.g. `{"subagent": {"heartbeat_seconds": 10}}`."""
+    mcp_servers: list[str] | None = None
+    """The MCP servers whose tools this run may use, by the names the worker configured
+    (`app.mcp_server` or a YAML `type: mcp` tool); None: every one the agent has. Names only: an
+    input can never give a server's command or URL."""
     resume: AgentResume | None = None
     """Set by the workflow itself when it continues as new; leave empty."""
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _names_only(cls, value: Any) -> Any:
+        return None if value is None else check_server_names(value)

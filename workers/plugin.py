@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import pkgutil
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -39,7 +39,7 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor as WorkerInterceptor
-from temporalio.worker import WorkerConfig, WorkflowRunner
+from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 import sleuth.workflows as workflow_classes
@@ -151,6 +151,12 @@ class SleuthPlugin(SimplePlugin):
         if current is None or current > throttle:
             config["max_heartbeat_throttle_interval"] = throttle
         return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """The App's MCP servers run while the worker runs: started, their tools listed once at
+        start, stopped at the end (`sleuth.tools.mcp`). A replayer starts none."""
+        async with self.app.mcp.running():
+            await super().run_worker(worker, next)
 
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Any]:
         return [*(existing or []), *build_activities(self.app)]

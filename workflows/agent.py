@@ -38,6 +38,7 @@ _ACTIVITIES = {
     "model": AgentActivities.model_turn,
     "tool": AgentActivities.tool,
     "subagent": AgentActivities.subagent,
+    "mcp": AgentActivities.mcp_tool,
 }
 
 
@@ -103,6 +104,7 @@ class AgentWorkflow:
                     prompt=request.prompt if state_ref is None else None,
                     call_id=step.call_id,
                     approval=approval,
+                    mcp_servers=request.mcp_servers,
                 ),
                 summary=step.summary,
                 **config.for_kind(step.kind).activity_options(),

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from sleuth.runtime.errors import InvalidSettingError, NotAvailableError, SleuthError
 from sleuth.runtime.settings import DEFAULT_TASK_QUEUE
 from sleuth.tools import Tool, as_tool
+from sleuth.tools.mcp import McpServerConfig, McpServers
 
 if TYPE_CHECKING:
     from sleuth.models.base import Model
@@ -104,6 +105,8 @@ class App:
         self._tools: dict[str, Tool] = {}
         self._sinks: dict[str, RowSink] = {}
         self._models: dict[str, Model] = {}
+        self.mcp = McpServers()
+        """The MCP servers (`mcp_server`) and this process's connections to them."""
 
     # -- registration -------------------------------------------------------------------------
 
@@ -166,6 +169,39 @@ class App:
         """Register a model instance; YAML agents use it as `model: {provider: app, model: NAME}`."""
         self._models[_check_name("model", name, self._models)] = model
         return model
+
+    def mcp_server(
+        self,
+        name: str,
+        *,
+        command: str | None = None,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        url: str | None = None,
+        idempotent: bool = False,
+        idempotent_tools: list[str] | None = None,
+        timeout_seconds: float = 120.0,
+    ) -> McpServerConfig:
+        """Configure an MCP server: `command=` (with `args=`, `env=`) over stdio, or `url=` over
+        streamable HTTP. Agents get its tools with `app.mcp_tools(name)`; see docs/mcp.md."""
+        config = McpServerConfig.checked(
+            name=name,
+            command=command,
+            args=args or [],
+            env=env or {},
+            cwd=cwd,
+            url=url,
+            idempotent=idempotent,
+            idempotent_tools=idempotent_tools or [],
+            timeout_seconds=timeout_seconds,
+        )
+        _check_name("MCP server", name, dict.fromkeys(self.mcp.names))
+        return self.mcp.add(config)
+
+    def mcp_tools(self, name: str) -> list[Tool]:
+        """The tools of MCP server `name` (`<name>_<tool>`), as listed when the worker started."""
+        return self.mcp.tools(name)
 
     # -- lookup ---------------------------------------------------------------------------------
 

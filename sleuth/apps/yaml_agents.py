@@ -34,13 +34,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sleuth.agent.memory import AgentMemory, MemorySettings
 from sleuth.agent.policies import Governance, Guardrails, ToolRetry
 from sleuth.apps.app import App
-from sleuth.apps.yaml_tools import ToolEntry, YamlToolError, resolve_tool
+from sleuth.apps.yaml_tools import McpToolEntry, ToolEntry, YamlToolError, resolve_tool
 from sleuth.flows.decompose import DeepDecomposer, effective_max_depth
 from sleuth.flows.review import ApprovalPolicy, ReviewCallback
 from sleuth.models import PROVIDERS, resolve
 from sleuth.models.base import Model
 from sleuth.runtime.errors import SleuthError
 from sleuth.runtime.settings import load_settings
+from sleuth.tools import Tool
+from sleuth.tools.mcp import McpServerConfig
 from sleuth.usage.budget import Budget, budgeted_agent
 from sleuth.usage.pricing import model_key, price_of
 
@@ -75,8 +77,9 @@ class AgentSpec(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=1)
     system_prompt: str = ""
     description: str = ""
-    tools: list[str | ToolEntry] = Field(default_factory=list)
-    """Names registered with `app.tool(...)`, or objects `{name, type: function, function}`."""
+    tools: list[str | ToolEntry | McpToolEntry] = Field(default_factory=list)
+    """Names registered with `app.tool(...)`, objects `{name, type: function, function}`, or MCP
+    servers `{name, type: mcp, command | url, ...}` (all their tools)."""
     budget: Budget | None = None
     tool_retry: ToolRetry | None = None
     """Retry a tool call that raised, with backoff."""
@@ -224,19 +227,28 @@ def build_agent_factory(
     def at(message: str, *path: str | int) -> str:
         return located.at(message, "agents", position, *path) if located else message
 
-    tools = []
+    tools: list[Tool | McpServerConfig] = []
     base = Path(located.source).parent if located else Path.cwd()
     for number, entry in enumerate(spec.tools):
         try:
-            tools.append(resolve_tool(entry, app, base))
+            if isinstance(entry, McpToolEntry):
+                tools.append(entry.server_config(base))
+            else:
+                tools.append(resolve_tool(entry, app, base))
         except YamlToolError as exc:
             errors.append(at(f"agent {spec.id!r}: {exc}", "tools", number))
-    tool_names = [t.name for t in tools]
+    servers = [t for t in tools if isinstance(t, McpServerConfig)]
+    tool_names = [t.name for t in tools if isinstance(t, Tool)]
     for field_name, named in (
         ("approval_tools", spec.approval_tools),
         ("governance", (spec.governance.allowed_tools or []) if spec.governance else []),
     ):
-        unknown = sorted(set(named) - set(tool_names))
+        unknown = sorted(
+            name
+            for name in set(named) - set(tool_names)
+            # An MCP server's tools are listed when the worker starts, not now.
+            if not any(name.startswith(f"{server.name}_") for server in servers)
+        )
         if unknown:
             errors.append(
                 at(
@@ -294,10 +306,24 @@ def build_agent_factory(
                     "provider",
                 )
             )
+    for server in servers:
+        try:
+            app.mcp.add(server)
+        except ValueError as exc:
+            errors.append(at(f"agent {spec.id!r}: {exc}", "tools"))
     if errors:
         raise YamlConfigError("\n".join(errors))
 
     memory = spec.memory_settings()
+
+    def current_tools() -> list[Tool]:
+        """The agent's tools, an MCP server's as the worker listed them."""
+        built: list[Tool] = []
+        for entry in tools:
+            built.extend(
+                app.mcp_tools(entry.name) if isinstance(entry, McpServerConfig) else [entry]
+            )
+        return built
 
     def agent_options() -> dict[str, Any]:
         fresh = {key: value for key, value in options.items() if value is not None}
@@ -309,7 +335,7 @@ def build_agent_factory(
         max_depth = effective_max_depth(spec.deep_max_depth)
         return lambda: DeepDecomposer(
             model_factory(),
-            tools,
+            current_tools(),
             spec.system_prompt,
             max_depth=max_depth,
             max_iterations=spec.max_iterations,
@@ -321,7 +347,7 @@ def build_agent_factory(
         )
     return lambda: budgeted_agent(
         model_factory(),
-        tools,
+        current_tools(),
         spec.system_prompt,
         budget=spec.budget,
         max_iterations=spec.max_iterations,

@@ -9,6 +9,13 @@ tools:
   - { name: score, type: function, function: myproject.tools:score }   # module:attribute
 ```
 
+An MCP server's tools come in as one entry (docs/mcp.md), named `<name>_<tool>` for the model:
+
+```yaml
+  - { name: kb, type: mcp, command: kb-server, args: [--db, kb.sqlite], idempotent: true }
+  - { name: tickets, type: mcp, url: "http://127.0.0.1:8000/mcp", idempotent_tools: [search] }
+```
+
 `function` is a builtin (`web.search`, `web.fetch`, `fs.read`; see `sleuth.tools.builtin`), a tool registered in
 the App, or `module:attribute` naming a `@tool` or a plain function. `name` is what the model
 calls it (default: the function's own name); `options` configures a builtin.
@@ -35,6 +42,7 @@ from sleuth.tools.builtin import (
     web_fetch_tool,
     web_search_tool,
 )
+from sleuth.tools.mcp import SERVER_NAME_PATTERN, McpServerConfig
 
 
 class YamlToolError(SleuthError, ValueError):
@@ -57,6 +65,35 @@ class ToolEntry(StrictInput):
     """Settings of a builtin (`web.search`: provider, max_results, allowed_domains,
     blocked_domains, timeout_seconds; `web.fetch`: timeout_seconds, max_bytes, max_chars,
     max_pdf_pages, cache_seconds, allow_private; `fs.read`: root)."""
+
+
+class McpToolEntry(StrictInput):
+    """All the tools of one MCP server (see `sleuth.tools.mcp.McpServerConfig` for the fields)."""
+
+    name: str = Field(pattern=SERVER_NAME_PATTERN)
+    """The server's name; its tools reach the model as `<name>_<tool>`."""
+    type: Literal["mcp"]
+    command: str | None = None
+    """The program serving MCP over stdio."""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    """The command's folder, relative to the YAML file's."""
+    url: str | None = None
+    """A streamable-HTTP endpoint instead of a command."""
+    idempotent: bool = False
+    idempotent_tools: list[str] = Field(default_factory=list)
+    timeout_seconds: float = 120.0
+
+    def server_config(self, base: Path) -> McpServerConfig:
+        """The server this entry configures (a bad combination raises `YamlToolError`)."""
+        fields = self.model_dump(exclude={"type"})
+        if self.cwd is not None:
+            fields["cwd"] = str(base / self.cwd)
+        try:
+            return McpServerConfig.checked(**fields)
+        except ValueError as exc:
+            raise YamlToolError(str(exc)) from None
 
 
 def resolve_tool(entry: str | ToolEntry, registered: Any, base: Path) -> Tool:
