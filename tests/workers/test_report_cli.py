@@ -21,7 +21,7 @@ from tests.helpers.cli_process import run_sleuth
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def sleuth(address: str, *args: str) -> subprocess.CompletedProcess[str]:
