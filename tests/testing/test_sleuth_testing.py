@@ -5,6 +5,8 @@ worker."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio import workflow
@@ -77,3 +79,12 @@ async def test_the_environment_needs_async_with() -> None:
     env = SleuthTestEnvironment(build_app())
     with pytest.raises(RuntimeError, match="async with"):
         _ = env.client
+
+
+async def test_the_docs_one_screen_example_runs_as_written() -> None:
+    """docs/testing.md's first example, run as its reader would."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    example = page.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {"__name__": "docs_testing_example"}
+    exec(compile(example, "docs/testing.md", "exec"), namespace)
+    await namespace["test_brief"]()
