@@ -187,3 +187,14 @@ async def test_an_unknown_research_name_is_one_line_in_the_worker_log(
     naming = [line for line in text.splitlines() if "no-such-report" in line]
     assert len(naming) == 1, text
     assert "market-report" in naming[0], naming  # what the worker does have
+
+    # A value out of bounds fails the run at its start, and the log stays free of tracebacks.
+    with pytest.raises(WorkflowFailureError) as failure:
+        await client.execute_workflow(
+            "ResearchWorkflow",
+            {"prompt": "Summarise the CRM market", "research": "market-report", "max_replans": 99},
+            id=f"user-project-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+    assert "max_replans" in str(failure.value.cause)
+    assert "Traceback" not in log.read_text(), log.read_text()
