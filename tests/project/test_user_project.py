@@ -6,6 +6,7 @@ run started by name from a plain Temporal client, as the Temporal CLI would."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -56,7 +57,7 @@ RESEARCH_MODULE = textwrap.dedent(
         return text(FACT)
 
 
-    app = App(task_queue="myproject", name="myproject")
+    app = App(task_queue="TASK_QUEUE", name="myproject")
     app.research(
         "market-report",
         create_research_workflow(
@@ -68,12 +69,20 @@ RESEARCH_MODULE = textwrap.dedent(
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """An empty folder with the user's package in it, as the README lays it out."""
+def task_queue() -> str:
+    return f"myproject-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def project(tmp_path: Path, task_queue: str) -> Path:
+    """An empty folder with the user's package in it, as the README lays it out (its App's task
+    queue fresh for each test)."""
     folder = tmp_path / "project"
     (folder / "myproject").mkdir(parents=True)
     (folder / "myproject" / "__init__.py").write_text("")
-    (folder / "myproject" / "research.py").write_text(RESEARCH_MODULE)
+    (folder / "myproject" / "research.py").write_text(
+        RESEARCH_MODULE.replace("TASK_QUEUE", task_queue)
+    )
     (folder / "notes.py").write_text(
         "def lookup(topic):\n"
         "    return 'The CRM market grew 12 percent in 2024 according to Gartner.'\n"
@@ -94,12 +103,11 @@ def worker_env(address: str) -> dict[str, str]:
 
 @pytest.fixture
 def user_worker(
-    project: Path, dev_env: WorkflowEnvironment, tmp_path: Path
+    project: Path, dev_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> Iterator[tuple[str, Path]]:
-    """`sleuth worker --app myproject.research:app --task-queue Q` run from the project folder;
-    yields the task queue and the worker's log file."""
+    """`sleuth worker --app myproject.research:app`, the README's command, run from the project
+    folder; yields the App's task queue and the worker's log file."""
     assert CONSOLE_SCRIPT.is_file(), f"the console script {CONSOLE_SCRIPT} is not installed"
-    task_queue = f"user-project-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "worker.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -148,7 +156,7 @@ async def serving(log: Path) -> None:
 
 
 async def test_the_worker_imports_the_app_from_the_working_directory_and_serves_a_run(
-    user_worker: tuple[str, Path], dev_env: WorkflowEnvironment
+    user_worker: tuple[str, Path], dev_env: WorkflowEnvironment, project: Path
 ) -> None:
     task_queue, log = user_worker
     await serving(log)
@@ -165,6 +173,26 @@ async def test_the_worker_imports_the_app_from_the_working_directory_and_serves_
     assert "12 percent" in outcome["final_state"]["summary"]
     [evidence] = outcome["final_state"]["evidence"]
     assert evidence["tool"] == "market_notes" and evidence["success"], evidence
+
+    # The README's `sleuth research … --app myproject.research:app --research market-report`:
+    # it imports the App from the working directory to learn its task queue, and the worker
+    # above runs the research.
+    research = subprocess.run(
+        [
+            str(CONSOLE_SCRIPT), "research", "Summarise the CRM market",
+            "--app", "myproject.research:app", "--research", "market-report", "--json",
+        ],
+        cwd=project,
+        env=worker_env(dev_env.client.service_client.config.target_host),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+        check=False,
+    )  # fmt: skip
+    assert research.returncode == 0, research.stderr
+    assert "running one in this process" not in research.stderr  # the worker served it
+    assert "12 percent" in json.loads(research.stdout)["final_state"]["summary"]
 
 
 async def test_an_unknown_research_name_is_one_line_in_the_worker_log(

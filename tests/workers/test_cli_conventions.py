@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -207,3 +208,23 @@ def test_the_exit_codes_are_documented_in_the_help_and_the_docs() -> None:
         assert f"| {code} |" in docs, f"docs/cli-conventions.md lacks exit code {code}"
     research = importlib.import_module("sleuth.workers.cli_research")
     assert research.EXIT_UNGROUNDED == cli.EXIT_UNGROUNDED
+
+
+def test_json_output_is_json_alone_on_stdout(tmp_path: Path, dev_env: WorkflowEnvironment) -> None:
+    """The data commands this issue gave --json print one JSON document and nothing else."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "crm.md").write_text("The CRM market grew 12 percent in 2024.\n")
+    address = dev_env.client.service_client.config.target_host
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    models = json.loads(run_sleuth(["models", "--json"], env=env).stdout)
+    assert {model["name"] for model in models["models"]} >= {"qwen2.5-coder-0.5b"}
+    status = json.loads(run_sleuth(["server", "--status", "--json"], env=env).stdout)
+    assert status["running"] is False and "address" in status
+    ingested = run_sleuth(["ingest", str(notes), "--store", "notes", "--json"], env=env)
+    assert ingested.returncode == 0, ingested.stderr
+    document = json.loads(ingested.stdout)
+    assert document["counts"]["added"] == 1 and document["files"][0]["chunks"] >= 1
+    schedules = run_sleuth(["schedule", "list", "--json", "--address", address], env=env)
+    assert schedules.returncode == 0, schedules.stderr
+    assert isinstance(json.loads(schedules.stdout), list)
