@@ -11,6 +11,12 @@ outcome = await client.execute_workflow(
 )
 ```
 
+Inside your own workflow: a research run is a child workflow
+(`workflow.execute_child_workflow(ResearchWorkflow.run, ResearchRequest(...), id=...)` returns a
+typed `ResearchOutcome`), and `await run_agent("analyst", prompt)` runs a registered agent's model
+turns and tool calls as activities of your workflow (docs/your-workflows.md). Tests:
+`sleuth.testing`.
+
 This module belongs to the Temporal layer (it imports `temporalio`); `sleuth` itself and its SDK
 packages never do. Names load on first use.
 """
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
     from sleuth.activities.research_models import ResearchRequest as ResearchRequest
     from sleuth.activities.scan_models import ScanOutcome as ScanOutcome
     from sleuth.activities.scan_models import ScanRequest as ScanRequest
+    from sleuth.research.report import ResearchReport as ResearchReport
     from sleuth.workers.client import connect as connect
     from sleuth.workers.events import follow_events as follow_events
     from sleuth.workers.plugin import SleuthPlugin as SleuthPlugin
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
     from sleuth.workers.schedules import scan_schedule as scan_schedule
     from sleuth.workers.worker import build_worker as build_worker
     from sleuth.workflows.agent import AgentWorkflow as AgentWorkflow
+    from sleuth.workflows.agent_steps import run_agent as run_agent
     from sleuth.workflows.decompose import DecomposeWorkflow as DecomposeWorkflow
     from sleuth.workflows.pipeline import PipelineWorkflow as PipelineWorkflow
     from sleuth.workflows.research import ResearchWorkflow as ResearchWorkflow

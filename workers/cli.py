@@ -46,12 +46,40 @@ COMMANDS: dict[str, str] = {
 }
 COMMAND_MODULES: list[str] = list(dict.fromkeys(COMMANDS.values()))
 
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_UNGROUNDED = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_ERROR: "the command failed: a run failed, a server did not answer, something to fix "
+    "(stderr says what)",
+    EXIT_USAGE: "the command line is wrong: an unknown option, a bad value, a missing argument",
+    EXIT_UNGROUNDED: "`sleuth research`: the report is partial or not found in the sources "
+    "(--allow-ungrounded exits 0)",
+    EXIT_INTERRUPTED: "interrupted with Ctrl-C",
+    EXIT_BROKEN_PIPE: "the reader of stdout went away (`sleuth runs | head -1`): the output was "
+    "cut, quietly, as when a Unix tool dies of SIGPIPE",
+}
+"""Every exit code of `sleuth`, as `sleuth --help` lists them (docs/cli.md too)."""
+
+
+def exit_code_table() -> str:
+    width = max(len(str(code)) for code in EXIT_CODES)
+    return "exit codes:\n" + "\n".join(
+        f"  {code:<{width}}  {meaning}" for code, meaning in EXIT_CODES.items()
+    )
+
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for `argv`: only its command's module when it names one, else every command."""
     parser = argparse.ArgumentParser(
         prog="sleuth",
         description="Durable deep-research agents on Temporal.",
+        epilog=exit_code_table(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"sleuth {sleuth.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -73,32 +101,51 @@ def run(argv: Sequence[str] | None = None) -> int:
     func = getattr(args, "func", None)
     if func is None:
         build_parser().print_help()  # every command, whichever module parsed the line
-        return 2
+        return EXIT_USAGE
+    from sleuth.workers.cli_connection import connection_environment
     from sleuth.workers.telemetry import configure_tracing, shutdown_tracing
 
     configure_tracing()
     try:
-        outcome = func(args)
-        if inspect.isawaitable(outcome):
-            outcome = asyncio.run(outcome)  # type: ignore[arg-type]
+        with connection_environment(args):
+            outcome = func(args)
+            if inspect.isawaitable(outcome):
+                outcome = asyncio.run(outcome)  # type: ignore[arg-type]
     finally:
         shutdown_tracing()
     return int(outcome or 0)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point. Exits with os._exit after flushing: temporalio can abort at interpreter exit."""
+    """Console entry point. Exits with os._exit after flushing: temporalio can abort at interpreter
+    exit. A reader that closes stdout early (`sleuth runs | head -1`) ends the command quietly
+    with EXIT_BROKEN_PIPE."""
     warnings.showwarning = _show_warning
     try:
         code = run(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _stdout_gone()
     except KeyboardInterrupt:
-        code = 130
+        code = EXIT_INTERRUPTED
     except Exception as exc:  # a person reads this: one line, what went wrong
         print(f"sleuth: error: {redact(str(exc))}", file=sys.stderr)
-        code = 1
-    sys.stdout.flush()
+        code = EXIT_ERROR
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _stdout_gone()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _stdout_gone() -> int:
+    """Point stdout at /dev/null, so flushing what is still buffered for the gone reader cannot
+    fail again (Python's documented recipe for SIGPIPE), and say how the command ended."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 _python_showwarning = warnings.showwarning

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from sleuth.workers.cli_connection import add_connection_arguments
 from sleuth.workers.doctor import Finding, run_checks
 
 _LABELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
@@ -22,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    add_connection_arguments(parser)
     # Bad SLEUTH_* values are one of the things the doctor reports, so they must not stop it.
     parser.set_defaults(func=run_doctor_command, reports_bad_settings=True)
 

@@ -9,6 +9,8 @@ the app is used instead (its store and its embedder).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 from typing import TextIO
 
@@ -74,6 +76,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--demo",
         action="store_true",
         help="ingest the demo corpus (the Python language reference) into the python-docs store",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print what was done as JSON: the store, counts per outcome, and each file",
     )
     parser.set_defaults(func=run_ingest)
 
@@ -158,7 +165,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             report = ingest_demo(demo_store, embedder=make_embedder(args.embedder))
         finally:
             demo_store.close()
-        print(_summary(args.store or DEMO_STORE, report.files))
+        _print_result(args, args.store or DEMO_STORE, report.files)
         return 0
     if not args.paths or not args.store:
         print(
@@ -192,17 +199,35 @@ def run_ingest(args: argparse.Namespace) -> int:
             )
     finally:
         store.close()
-    print(_summary(args.store, report.files))
-    for failed in report.failed:
-        print(f"  failed: {failed.path}: {failed.error}")
+    _print_result(args, args.store, report.files)
     return 1 if report.failed else 0
 
 
-def _summary(store_name: str, files: list[FileResult]) -> str:
-    counts = {
+def _print_result(args: argparse.Namespace, store_name: str, files: list[FileResult]) -> None:
+    if getattr(args, "json", False):
+        document = {
+            "store": store_name,
+            "counts": _counts(files),
+            "chunks": sum(f.chunks for f in files),
+            "files": [dataclasses.asdict(f) for f in files],
+        }
+        print(json.dumps(document, indent=2))
+        return
+    print(_summary(store_name, files))
+    for failed in files:
+        if failed.outcome == "failed":
+            print(f"  failed: {failed.path}: {failed.error}")
+
+
+def _counts(files: list[FileResult]) -> dict[str, int]:
+    return {
         outcome: sum(1 for f in files if f.outcome == outcome)
         for outcome in ("added", "replaced", "unchanged", "empty", "skipped", "failed")
     }
+
+
+def _summary(store_name: str, files: list[FileResult]) -> str:
+    counts = _counts(files)
     chunks = sum(f.chunks for f in files)
     parts = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
     return f"{store_name}: {len(files)} files ({parts or 'nothing to do'}), {chunks} chunks written"

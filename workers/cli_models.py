@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from sleuth.models import default_model_name, llama_build, weights
 from sleuth.workers.render import PlainTable, ProgressBar, print_table, progress_bar
@@ -25,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--verify", action="store_true", help="also check the sha256 of every downloaded model"
     )
+    parser.add_argument("--json", action="store_true", help="print the list as JSON")
     parser.set_defaults(func=list_models)
     actions = parser.add_subparsers(dest="models_command", metavar="ACTION")
     pull = actions.add_parser(
@@ -46,9 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def list_models(args: argparse.Namespace) -> int:
     directory = weights.models_dir()
-    print(f"Local models in {directory} (default model: {default_model_name()})")
-    print()
-    table = PlainTable(("NAME", "STATUS", "SIZE", "DESCRIPTION"), status_column=1)
+    listed: list[dict[str, Any]] = []
     problems: list[str] = []
     for model in weights.CATALOGUE.values():
         state, detail = weights.status(model)
@@ -59,20 +59,47 @@ def list_models(args: argparse.Namespace) -> int:
                 state, detail = "broken", str(exc)
         if state == "broken":
             problems.append(f"{model.name}: {detail}")
-        table.add(model.name, state, f"{model.size / 1e9:.1f} GB", model.description)
-    print_table(table, sys.stdout)
+        listed.append(
+            {
+                "name": model.name,
+                "status": state,
+                "detail": detail,
+                "size_bytes": model.size,
+                "description": model.description,
+                "path": str(model.path),
+            }
+        )
     catalogued = {model.filename for model in weights.CATALOGUE.values()}
-    others = sorted(p for p in directory.glob("*.gguf") if p.name not in catalogued)
+    others: list[dict[str, str]] = []
+    for path in sorted(p for p in directory.glob("*.gguf") if p.name not in catalogued):
+        try:
+            weights.check_header(path)
+            others.append({"path": str(path), "status": "ready"})
+        except weights.WeightsError as exc:
+            others.append({"path": str(path), "status": "broken"})
+            problems.append(str(exc))
+    if args.json:
+        document = {
+            "directory": str(directory),
+            "default_model": default_model_name(),
+            "models": listed,
+            "other_files": others,
+            "problems": problems,
+        }
+        print(json.dumps(document, indent=2))
+        return 1 if problems else 0
+    print(f"Local models in {directory} (default model: {default_model_name()})")
+    print()
+    table = PlainTable(("NAME", "STATUS", "SIZE", "DESCRIPTION"), status_column=1)
+    for entry in listed:
+        size = f"{entry['size_bytes'] / 1e9:.1f} GB"
+        table.add(entry["name"], entry["status"], size, entry["description"])
+    print_table(table, sys.stdout)
     if others:
         print()
         print("Other GGUF files (run them as local:<path>):")
-        for path in others:
-            try:
-                weights.check_header(path)
-                print(f"  ready   {path}")
-            except weights.WeightsError as exc:
-                print(f"  broken  {path}")
-                problems.append(str(exc))
+        for other in others:
+            print(f"  {other['status']:<7} {other['path']}")
     if problems:
         print()
         for problem in problems:

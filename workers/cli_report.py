@@ -14,6 +14,7 @@ from pathlib import Path
 from sleuth.research import ResearchReport
 from sleuth.research.render import FORMATS, format_for, write_report
 from sleuth.runtime.paths import workflow_link
+from sleuth.workers.cli_connection import add_connection_arguments
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,9 +30,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("run_id", metavar="RUN_ID", help="the workflow id of the research run")
     add_output_argument(parser, required=True)
-    parser.add_argument(
-        "--namespace", metavar="NAME", help="the namespace (default: $TEMPORAL_NAMESPACE)"
-    )
+    add_connection_arguments(parser)
     parser.set_defaults(func=run_report_command)
 
 

@@ -16,16 +16,16 @@ from sleuth.flows.review import ReviewSettings
 from sleuth.research import ResearchReport
 from sleuth.runtime.paths import workflow_link
 from sleuth.usage.pricing import usd
+from sleuth.workers.cli import EXIT_UNGROUNDED
 from sleuth.workers.cli_events import showing_steps
 from sleuth.workers.cli_report import add_output_argument, check_output, save_report
 from sleuth.workers.render import print_report
 from sleuth.workers.session import add_session_arguments, open_session, workflow_pollers
 from sleuth.workflows.research import ResearchWorkflow
 
-EXIT_UNGROUNDED = 3
-"""`sleuth research`'s exit code when the run ended with a report that is not grounded (status
-`partial` or `not_found`); `--allow-ungrounded` makes it 0. A failed run (or an option out of
-bounds) exits 1, a command line that does not parse 2."""
+# `sleuth research`'s exit code when the run ended with a report that is not grounded (status
+# `partial` or `not_found`); `--allow-ungrounded` makes it 0. A failed run (or an option out of
+# bounds) exits 1, a command line that does not parse 2 (every code: cli.EXIT_CODES).
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -36,6 +36,7 @@ from sleuth.activities.attributes import (
     TOTAL_TOKENS,
 )
 from sleuth.usage.pricing import usd
+from sleuth.workers.cli_connection import add_connection_arguments
 from sleuth.workers.embedded import connect_temporal
 
 KINDS = {
@@ -77,9 +78,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--limit", type=int, default=20, metavar="N", help="at most N runs (default: %(default)s)"
     )
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
-    parser.add_argument(
-        "--namespace", metavar="NAME", help="the namespace (default: $TEMPORAL_NAMESPACE)"
-    )
+    add_connection_arguments(parser)
     parser.set_defaults(func=run_runs_command)
 
 

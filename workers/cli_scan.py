@@ -63,6 +63,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     scan.add_argument(
         "--follow", action="store_true", help="show a progress bar until the scan ends"
     )
+    scan.add_argument(
+        "--json",
+        action="store_true",
+        help="print the outcome as JSON (without --follow and with a worker running: the "
+        "started scan's ids); progress goes to stderr",
+    )
     add_session_arguments(scan)
     scan.set_defaults(func=run_scan_command)
 
@@ -106,18 +112,25 @@ async def run_scan_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        print(f"scan {scan_id!r} started: {workflow_link(handle.id)}")
+        # With --json, stdout holds the JSON document alone; the lines for a person go to stderr.
+        say = sys.stderr if args.json else sys.stdout
+        print(f"scan {scan_id!r} started: {workflow_link(handle.id)}", file=say)
         follow = args.follow
         if session.started_worker and not follow:
             print(
                 "no separate worker is running, so this command follows the scan until it ends "
-                "(start `sleuth worker` to let scans run in the background)"
+                "(start `sleuth worker` to let scans run in the background)",
+                file=say,
             )
             follow = True
         if not follow:
             print(
-                f"rows go to {sink_description(args.sink)}; print them with: sleuth rows {scan_id}"
+                f"rows go to {sink_description(args.sink)}; print them with: sleuth rows {scan_id}",
+                file=say,
             )
+            if args.json:
+                started = {"scan_id": scan_id, "workflow_id": handle.id, "status": "started"}
+                print(json.dumps(started))
             return 0
         try:
             outcome = await follow_scan(handle, sys.stderr)
@@ -127,7 +140,10 @@ async def run_scan_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-    print_outcome(outcome, args.sink, sys.stdout)
+    if args.json:
+        print(outcome.model_dump_json(indent=2))
+    else:
+        print_outcome(outcome, args.sink, sys.stdout)
     return 0
 
 

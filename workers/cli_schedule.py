@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
+from typing import Any
 
 from temporalio.client import Client, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from sleuth.activities.scan_models import ScanRequest
+from sleuth.workers.cli_connection import add_connection_arguments
 from sleuth.workers.render import PlainTable, terminal_console
-from sleuth.workers.schedules import create_scan_schedule, summarize
+from sleuth.workers.schedules import ScheduleSummary, create_scan_schedule, summarize
 from sleuth.workers.session import add_session_arguments, open_session
 
 
@@ -41,10 +45,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="NAME",
         help="the sink rows go to, by name (default: rows, $SLEUTH_HOME/rows.sqlite)",
     )
+    create.add_argument("--json", action="store_true", help="print the new schedule as JSON")
     add_session_arguments(create)
     create.set_defaults(func=create_command)
 
     listing = actions.add_parser("list", help="list schedules")
+    listing.add_argument("--json", action="store_true", help="print the schedules as JSON")
+    add_connection_arguments(listing)
     listing.set_defaults(func=list_command)
 
     for action, help_text in [
@@ -58,6 +65,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser.add_argument("name", metavar="NAME")
         if action in {"pause", "unpause"}:
             parser.add_argument("--note", help="why (shown by describe and in the Web UI)")
+        if action == "describe":
+            parser.add_argument("--json", action="store_true", help="print the schedule as JSON")
+        add_connection_arguments(parser)
         parser.set_defaults(func=manage_command)
 
 
@@ -86,6 +96,17 @@ async def create_command(args: argparse.Namespace) -> int:
                 return 1
             raise
         zone = args.timezone or "UTC"
+        if args.json:
+            created = {
+                "name": args.name,
+                "provider": args.scan,
+                "research": args.research,
+                "cron": args.cron,
+                "timezone": zone,
+                "task_queue": session.task_queue,
+            }
+            print(json.dumps(created, indent=2))
+            return 0
         print(
             f"schedule {args.name!r} created: scans {args.scan!r} with {args.research!r} at "
             f"{args.cron!r} ({zone}) on task queue {session.task_queue!r}; overlapping runs "
@@ -98,6 +119,15 @@ async def create_command(args: argparse.Namespace) -> int:
 async def list_command(args: argparse.Namespace) -> int:
     async with open_session(None, need_worker=False) as session:
         names = [entry.id async for entry in await session.client.list_schedules()]
+        if args.json:
+            summaries = [
+                summary_document(
+                    summarize(name, await session.client.get_schedule_handle(name).describe())
+                )
+                for name in sorted(names)
+            ]
+            print(json.dumps(summaries, indent=2))
+            return 0
         if not names:
             print(
                 "no schedules; create one with: sleuth schedule create NAME --scan PROVIDER "
@@ -138,6 +168,9 @@ async def _manage(client: Client, args: argparse.Namespace) -> int:
     action = args.schedule_command
     if action == "describe":
         summary = summarize(args.name, await handle.describe())
+        if args.json:
+            print(json.dumps(summary_document(summary), indent=2))
+            return 0
         print(f"schedule:  {summary.name} ({'paused' if summary.paused else 'active'})")
         print(f"note:      {summary.note}")
         print(f"timetable: {', '.join(summary.cron) or '(calendar spec)'} in {summary.timezone}")
@@ -164,3 +197,10 @@ async def _manage(client: Client, args: argparse.Namespace) -> int:
         await handle.delete()
         print(f"schedule {args.name!r} deleted")
     return 0
+
+
+def summary_document(summary: ScheduleSummary) -> dict[str, Any]:
+    """A schedule's summary as JSON data (times in ISO 8601)."""
+    document = dataclasses.asdict(summary)
+    document["next_runs"] = [when.isoformat() for when in summary.next_runs]
+    return document

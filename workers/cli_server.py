@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -62,6 +64,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--status", action="store_true", help="show the background server and whether it answers"
     )
     action.add_argument("--stop", action="store_true", help="stop the background server")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="with --status: print the status as one JSON object (running, answers, address, "
+        "pid, ui_url, database, log_file)",
+    )
     action.add_argument(
         "--background",
         action="store_true",
@@ -74,7 +82,10 @@ def run_server_command(args: argparse.Namespace) -> int:
     if args.stop:
         return _stop()
     if args.status:
-        return _status()
+        return _status(as_json=args.json)
+    if args.json:
+        print("sleuth: --json goes with --status", file=sys.stderr)
+        return 2
     default_port = split_address(embedded_address())[1]
     port = args.port or default_port
     settings = ServerSettings(
@@ -240,10 +251,16 @@ def _stop_process_group(process: subprocess.Popen[bytes]) -> int:
     return process.wait()
 
 
-def _status() -> int:
+def _status(*, as_json: bool = False) -> int:
     record = read_background_server()
     address = record.address if record else embedded_address()
     answers = asyncio.run(temporal_answers(address, timeout=2.0))
+    if as_json:
+        status = {"running": record is not None, "answers": answers, "address": address}
+        if record is not None:
+            status |= dataclasses.asdict(record)
+        print(json.dumps(status, indent=2))
+        return 0
     if record is None:
         print("No background embedded server was started from this data directory.")
         state = "answers" if answers else "nothing answers"

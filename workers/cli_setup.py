@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from sleuth.workers.cli_connection import add_connection_arguments
 from sleuth.workers.embedded import connect_temporal
 from sleuth.workers.search_attributes import attribute_table, register_search_attributes
 
@@ -19,9 +20,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "registers them itself; run this once per namespace of a cluster."
         ),
     )
-    parser.add_argument(
-        "--namespace", metavar="NAME", help="the namespace (default: $TEMPORAL_NAMESPACE)"
-    )
+    add_connection_arguments(parser)
     parser.set_defaults(func=run_setup_command)
 
 

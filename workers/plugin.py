@@ -48,7 +48,7 @@ from sleuth.apps.app import App
 from sleuth.runtime.errors import SleuthError
 from sleuth.runtime.settings import SleuthSettings, load_settings
 from sleuth.workers import codec
-from sleuth.workers.failures import FailureCauseInterceptor
+from sleuth.workers.failures import FailureCauseInterceptor, log_failures_in_one_line
 from sleuth.workers.input_check import checking_inputs
 from sleuth.workers.payload_storage import configured_external_storage
 from sleuth.workers.summaries import with_summaries
@@ -134,10 +134,12 @@ class SleuthPlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Sleuth's workflows and activities, after checking the client's data converter; tracing
-        when the client does not trace (a worker inherits its client's tracing)."""
+        when the client does not trace (a worker inherits its client's tracing); input errors
+        logged in one line (`workers/failures.py`)."""
         client = config["client"]
         _require_sleuth_converter(client.data_converter)
         config = super().configure_worker(config)
+        log_failures_in_one_line()
         client_traces = has_tracing(client.config(active_config=True).get("interceptors", []))
         if self._tracing and not client_traces:
             config["interceptors"] = with_tracing(config.get("interceptors", []))

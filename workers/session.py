@@ -30,6 +30,7 @@ from temporalio.client import Client
 
 from sleuth.apps.app import App, load_app
 from sleuth.runtime.settings import DEFAULT_TASK_QUEUE, load_settings
+from sleuth.workers.cli_connection import add_connection_arguments
 from sleuth.workers.embedded import connect_temporal
 from sleuth.workers.plugin import SleuthPlugin
 from sleuth.workers.worker import build_worker
@@ -110,7 +111,8 @@ def known_task_queue(explicit: str | None, app_target: str | App | None) -> str 
 
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the `--app` and `--task-queue` options every command that runs workflows takes."""
+    """Add the `--app` and `--task-queue` options every command that runs workflows takes, and
+    the Temporal connection options (`workers/cli_connection.py`)."""
     parser.add_argument(
         "--app",
         metavar="PKG.MODULE:APP",
@@ -121,6 +123,7 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="QUEUE",
         help="task queue (default: $SLEUTH_TASK_QUEUE, else the App's queue)",
     )
+    add_connection_arguments(parser)
 
 
 def cli_app(target: str | App | None) -> App:

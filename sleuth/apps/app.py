@@ -331,17 +331,13 @@ def load_app(target: str | App) -> App:
 
 
 def _import_from_cwd(module_name: str) -> Any:
-    """`importlib.import_module`, with the working directory at the front of the import path
-    while it runs (a console script's path starts with its own bin directory, not the cwd)."""
+    """`importlib.import_module`, with the working directory first on the import path, as uvicorn
+    does: a console script's path starts with its own bin directory, not the cwd. It stays there,
+    so a module the App's code imports later (inside a tool, at its first call) is found too."""
     cwd = os.getcwd()
-    if cwd in sys.path or "" in sys.path:
-        return importlib.import_module(module_name)
-    sys.path.insert(0, cwd)
-    try:
-        return importlib.import_module(module_name)
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(cwd)
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module(module_name)
 
 
 @contextlib.contextmanager
