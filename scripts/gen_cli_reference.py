@@ -93,7 +93,10 @@ def render() -> str:
     parser = build_parser([])
     lines = [HEADER, "| command | what it does |", "| --- | --- |"]
     commands = _subcommands(parser)
-    lines += [f"| [`sleuth {name}`](#sleuth-{name}) | {_cell(help_text)} |" for name, _, help_text in commands]
+    lines += [
+        f"| [`sleuth {name}`](#sleuth-{name}) | {_cell(help_text)} |"
+        for name, _, help_text in commands
+    ]
     lines += ["", "## `sleuth`", "", "```text", parser.format_usage().strip(), "```", ""]
     top = [row for action in parser._actions if (row := _option_row(action))]
     if top:
@@ -110,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     text = render()
     if options.check:
         if not PAGE.exists() or PAGE.read_text() != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run python {Path(__file__).relative_to(ROOT)}")
+            print(
+                f"{PAGE.relative_to(ROOT)} is stale: run python {Path(__file__).relative_to(ROOT)}"
+            )
             return 1
         return 0
     PAGE.write_text(text)

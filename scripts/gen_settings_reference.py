@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     text = render()
     if options.check:
         if not PAGE.exists() or PAGE.read_text() != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run python {Path(__file__).relative_to(ROOT)}")
+            print(
+                f"{PAGE.relative_to(ROOT)} is stale: run python {Path(__file__).relative_to(ROOT)}"
+            )
             return 1
         return 0
     PAGE.write_text(text)

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from sleuth.grounding.scoring import JUDGE_SYSTEM, QUOTE_SYSTEM
 from sleuth.models.base import Message, ModelResponse, ToolCall, ToolSpec
 from sleuth.models.scripted import ModelCall, text, tool_call
 from sleuth.research import node_of_request
@@ -152,30 +153,70 @@ def openai_server(responder: Responder) -> Iterator[OpenAIServer]:
         server.stop()
 
 
-def _search_call(call: ModelCall) -> ModelResponse | None:
-    """The first tool call of a loop: the first search tool offered (or the only tool), asked the
-    task's question; None once the conversation holds a tool result."""
-    if any(message.role == "tool" for message in call.messages) or not call.tools:
+def _first_call(
+    call: ModelCall, tool: str | None, arguments: dict[str, Any] | None
+) -> ModelResponse | None:
+    """The loop's first tool call: `tool` (else the first `search…` tool offered) with `arguments`
+    (else the task's last line as its first required argument); None once a tool result is in."""
+    if any(message.role == "tool" for message in call.messages):
         return None
-    searches = [tool for tool in call.tools if tool.name.startswith("search")]
-    tool = (searches or call.tools)[0]
-    properties = tool.parameters.get("properties", {})
-    required = tool.parameters.get("required") or list(properties)
-    question = call.last_user_text.splitlines()[-1] if call.last_user_text else "question"
-    arguments = {name: question for name in required[:1]}
-    return tool_call(tool.name, **arguments)
+    offered = [
+        spec
+        for spec in call.tools
+        if spec.name == tool or (tool is None and spec.name.startswith("search"))
+    ]
+    if not offered:
+        return None
+    spec = offered[0]
+    if arguments is None:
+        properties = spec.parameters.get("properties", {})
+        required = spec.parameters.get("required") or list(properties)
+        question = (
+            call.last_user_text.strip().splitlines()[-1] if call.last_user_text.strip() else "?"
+        )
+        arguments = {name: question for name in required[:1]}
+    return tool_call(spec.name, **arguments)
 
 
-def research_responder(answer: str, sub_question: str | None = None) -> Responder:
-    """Answers a research run: one search per execute step, `answer` as every report, `Yes` from
-    the judge; outside a research run (an agent's tool loop) one search, then `answer`."""
+def _submit_call(call: ModelCall, answer: str) -> ModelResponse | None:
+    """A call of the `submit` tool when one is offered and not yet called: its string arguments
+    get `answer`, its numbers 0.9."""
+    submits = [spec for spec in call.tools if spec.name == "submit"]
+    called = any(c.name == "submit" for m in call.messages for c in m.tool_calls)
+    if not submits or called:
+        return None
+    properties = submits[0].parameters.get("properties", {})
+    arguments: dict[str, Any] = {
+        name: 0.9 if schema.get("type") in ("number", "integer") else answer
+        for name, schema in properties.items()
+    }
+    return tool_call("submit", **arguments)
+
+
+def research_responder(
+    answer: str,
+    sub_question: str | None = None,
+    *,
+    tool: str | None = None,
+    tool_arguments: dict[str, Any] | None = None,
+) -> Responder:
+    """Answers a research run and an agent's tool loop from the request alone: one tool call per
+    loop (`tool`, else the first search tool), a `submit` call when the agent has that tool,
+    `answer` as every report and final answer, `Yes` from the grounding judge."""
 
     def respond(call: ModelCall) -> ModelResponse:
+        system = next((m.content for m in call.messages if m.role == "system"), "")
+        if system in (JUDGE_SYSTEM, QUOTE_SYSTEM):
+            return text("Yes")
         node = node_of_request(call.messages)
         if node == "plan":
             return text(json.dumps([sub_question or call.last_user_text.splitlines()[-1]]))
         if node == "execute":
-            return _search_call(call) or text(answer)
+            return (
+                _first_call(call, tool, tool_arguments)
+                or _submit_call(call, answer)
+                or text(answer)
+            )
         if node == "grounding_eval":
             return text("Yes")
         if node == "causal_inference":

@@ -10,17 +10,15 @@ and pip cannot reach a checkout from a temporary folder.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers.doc_commands import page_script, run_script
 from tests.helpers.openai_server import openai_server, research_responder
 from tests.helpers.timeouts import scaled
 
@@ -29,30 +27,10 @@ PAGE = ROOT / "docs" / "getting-started.md"
 pytestmark = pytest.mark.slow  # runs the CLI in subprocesses
 
 ANSWER = "Acme charges $40 per seat per month for its CRM."
-INSTALL = ("python -m venv", "pip install")
-
-
-def page_script(page: str) -> str:
-    """The page's bash blocks, in order, as one script; each ```python block whose first line is
-    `# NAME` becomes a file NAME written at that point. The install block is left out."""
-    parts: list[str] = []
-    skipped = []
-    for language, body in re.findall(r"```(\w+)\n(.*?)```", page, re.DOTALL):
-        if language == "bash":
-            if all(line.startswith(INSTALL) for line in body.strip().splitlines()):
-                skipped.append(body)
-                continue
-            parts.append(body)
-        elif language == "python":
-            name = re.match(r"# (\S+\.py)\n", body)
-            assert name, "every Python block of the page names its file on its first line"
-            parts.append(f"cat > {name.group(1)} <<'PYTHON_FILE'\n{body}PYTHON_FILE\n")
-    assert len(skipped) == 1, "the page has exactly one install block"
-    return "".join(parts)
 
 
 def test_the_page_script_keeps_every_command_in_order() -> None:
-    script = page_script(PAGE.read_text())
+    script = page_script(PAGE.read_text(), install_blocks=1)
     steps = [
         "mkdir -p my-research/notes",
         "sleuth ingest notes --store notes",
@@ -69,25 +47,15 @@ async def test_the_getting_started_page_runs_from_an_empty_folder(
 ) -> None:
     folder = tmp_path / "empty"
     folder.mkdir()
-    # `sleuth` as the checkout's command line (the installed console script may point elsewhere).
-    prelude = f'sleuth() {{ "{sys.executable}" -c "from sleuth.workers.cli import main; main()" "$@"; }}\n'
-    script = "set -euo pipefail\n" + prelude + page_script(PAGE.read_text())
     with openai_server(research_responder(ANSWER)) as model:
         env = {
             **os.environ,
             **model.env(),
-            "PYTHONPATH": str(ROOT),
             "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
             "SLEUTH_TASK_QUEUE": f"getting-started-{uuid.uuid4().hex[:8]}",
         }
-        done = subprocess.run(
-            ["bash", "-c", script],
-            cwd=folder,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=scaled(300),
-        )
+        script = page_script(PAGE.read_text(), install_blocks=1)
+        done = run_script(script, cwd=folder, env=env, timeout=scaled(300))
         requests = model.requests
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -102,7 +70,9 @@ async def test_the_getting_started_page_runs_from_an_empty_folder(
     shown = [str(message["content"]) for body in requests for message in body["messages"]]
     assert any("notes/pricing.md" in text and "Acme charges $40 per seat" in text for text in shown)
     assert any(
-        tool["function"]["name"] == "search_notes" for body in requests for tool in body.get("tools") or []
+        tool["function"]["name"] == "search_notes"
+        for body in requests
+        for tool in body.get("tools") or []
     )
     # `sleuth runs` lists the run.
     assert re.search(r"research-notes-\S+\s+research\s+completed", done.stdout)

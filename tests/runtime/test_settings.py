@@ -240,7 +240,9 @@ def test_the_settings_reference_lists_every_setting_with_its_default() -> None:
 @pytest.mark.parametrize("page", ["scale-out.md", "operations.md", "security.md"])
 def test_other_pages_setting_tables_agree_with_the_model(page: str) -> None:
     """Pages that show a few settings beside their topic show real ones, with their defaults."""
-    defaults = {env_name(name): field.default for name, field in SleuthSettings.model_fields.items()}
+    defaults = {
+        env_name(name): field.default for name, field in SleuthSettings.model_fields.items()
+    }
     for variable, cells in setting_rows(ROOT / "docs" / page).items():
         assert variable in defaults, f"docs/{page} lists {variable}, which is no setting"
         shown = documented_default(defaults[variable])
