@@ -4,6 +4,7 @@ page in its navigation."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,41 @@ def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert built.returncode == 0, built.stderr
     assert (tmp_path / "site" / "getting-started" / "index.html").is_file()
+
+
+def prose(text: str) -> str:
+    """The text outside fenced code blocks."""
+    return re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+
+
+def test_the_readme_is_short_starts_with_set_up_and_links_existing_pages() -> None:
+    readme = (ROOT / "README.md").read_text()
+    lines = readme.splitlines()
+    assert len(lines) <= 300
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings[0] == "## Set-up", "the two set-up commands come first"
+    for target in re.findall(r"\]\(((?:docs|examples)/[^)#]*)", readme):
+        assert (ROOT / target).exists(), f"the README links {target}, which does not exist"
+
+
+def test_no_guide_holds_a_dated_measurement_diary() -> None:
+    """Dates belong to CHANGELOG.md and to the benchmarks page (each benchmark's latest run)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        if page.name == "benchmarks.md":
+            continue
+        dates = re.findall(r"(?<![\w-])20\d\d-\d\d-\d\d\b", prose(page.read_text()))
+        assert not dates, f"{page.relative_to(ROOT)} holds dates {dates}: move them to CHANGELOG.md"
+
+
+def test_no_page_documents_a_flag_the_command_lacks() -> None:
+    """`sleuth research --quiet` was documented once; it does not exist (`--no-events` does)."""
+    from sleuth.workers.cli import build_parser
+
+    research = build_parser(["research"])._subparsers._group_actions[0].choices["research"]  # type: ignore[union-attr]
+    flags = {flag for action in research._actions for flag in action.option_strings}
+    assert "--quiet" not in flags and "--no-events" in flags
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        assert not re.search(r"sleuth research[^\n`]*--quiet", text), page.name
+        assert "`--no-events` / `--quiet`" not in text, page.name
