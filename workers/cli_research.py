@@ -173,7 +173,7 @@ def exit_code(report: ResearchReport, *, allow_ungrounded: bool = False) -> int:
 
 NO_EVIDENCE_NOTE = (
     "No evidence: the research gathered none (no tool call returned a result), so nothing in this "
-    "report is grounded. Check the model can call tools (see README, OpenAI-compatible servers) "
+    "report is grounded. Check the model can call tools (see docs/models.md, OpenAI-compatible servers) "
     "and that the research has tools or datastores to search."
 )
 

@@ -417,7 +417,7 @@ def check_settings(environ: dict[str, str] | None = None) -> list[Finding]:
                     "settings",
                     "warn",
                     f"{name} is not a Sleuth setting and is ignored",
-                    f"{hint}the settings are listed in the README (Sleuth's own settings)",
+                    f"{hint}the settings are listed in docs/settings.md",
                 )
             )
         elif f"{name}=" in problem:

@@ -5,7 +5,7 @@ The combined score is a logistic model: `sigmoid(bias + model * logit(P) + sum(w
 over the features of `CheckReport.features()`. Its weights and the threshold are fitted on both
 splits of the grounding benchmark (`python -m bench.grounding --split all --calibrate` prints
 this table), and its out-of-sample accuracy is estimated by five-fold cross-validation by group
-(`--cv`); the README gives the numbers. A family the benchmark has not
+(`--cv`); docs/grounding.md gives the numbers. A family the benchmark has not
 measured uses `generic`: the weights of the default local model, whose scale of token
 probabilities may differ from the unknown model's, so pass `threshold=` after measuring it.
 """

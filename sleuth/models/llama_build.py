@@ -48,8 +48,8 @@ CMAKE_ARGS = " ".join(PORTABLE_CPU_FLAGS + UNUSED_PARTS_OFF)
 
 BUILD_MINUTES = 3.5
 """About how long pip takes to build llama.cpp with `CMAKE_ARGS` on 2 idle cores: the build took
-390 s of CPU time (the portable flags alone: 480 s), and it keeps both cores busy (README, Local
-model, for the measurement)."""
+390 s of CPU time (the portable flags alone: 480 s), and it keeps both cores busy (CHANGELOG.md
+keeps the measurement)."""
 
 INSTALL_COMMAND = f'CMAKE_ARGS="{CMAKE_ARGS}" pip install "sleuth[local]"'
 """The command that installs the local model's runtime (from a checkout, see `CHECKOUT_INSTALL`)."""

@@ -1,7 +1,7 @@
 """Every code block of the four SDK pages in `shared/seeds/`, ported as a user would port them:
 `tulip`/`locus` renamed to `sleuth`, models swapped for scripted ones, a provider Sleuth does not
 ship swapped for one it does. Each runs, and asserts what its page says happens — or, where Sleuth
-deliberately differs (README, "Differences from the SDK pages"), what Sleuth does instead.
+deliberately differs (docs/differences.md), what Sleuth does instead.
 
 Seeds: 000 and 001 (deep agents and the research workflow; 000 is the newer page), 003 (deep
 decomposition in YAML), 004 (composition pipelines).

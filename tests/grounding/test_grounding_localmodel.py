@@ -2,7 +2,7 @@
 
 Marked `localmodel`. It runs `$SLEUTH_TEST_GROUNDING_MODEL`, default `qwen2.5-coder-1.5b`: the
 default judge, the one the benchmark's goals are set for (the 0.5B's token probabilities tell a
-paraphrase from an edit too weakly to accept one reliably; see the README's Grounding section).
+paraphrase from an edit too weakly to accept one reliably; see docs/grounding.md).
 Weights come from `$SLEUTH_MODEL_DIR`; without them the tests skip, also under CI, whose set-up
 pulls only the 0.5B: `sleuth models pull qwen2.5-coder-1.5b` to run them.
 """

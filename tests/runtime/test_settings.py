@@ -1,4 +1,4 @@
-"""Every SLEUTH_* setting lives in one validated model; the README's tables list exactly its variables."""
+"""Every SLEUTH_* setting lives in one validated model; the settings reference lists exactly its variables."""
 
 from __future__ import annotations
 
@@ -200,13 +200,11 @@ def test_worker_variables_are_settings_fields() -> None:
     assert set(WORKER_VARIABLES) <= set(ENV_VARIABLES)
 
 
-def readme_setting_rows() -> dict[str, list[str]]:
-    """`{variable: cells}` for each SLEUTH_* row of the `| variable | ... |` tables of the README
-    and of the docs pages that document settings of their own."""
+def setting_rows(page: Path) -> dict[str, list[str]]:
+    """`{variable: cells}` for each SLEUTH_* row of the `| variable | ... |` tables of a docs page."""
     rows: dict[str, list[str]] = {}
     in_table = False
-    pages = [ROOT / "README.md", ROOT / "docs" / "scale-out.md"]
-    for line in "\n".join(page.read_text() for page in pages).splitlines():
+    for line in page.read_text().splitlines():
         if not line.startswith("|"):
             in_table = False
             continue
@@ -216,19 +214,37 @@ def readme_setting_rows() -> dict[str, list[str]]:
             continue
         if in_table:
             for variable in re.findall(r"`(SLEUTH_[A-Z_]+)`", cells[0]):
-                assert variable not in rows, f"{variable} is listed twice in the README"
+                assert variable not in rows, f"{variable} is listed twice in {page.name}"
                 rows[variable] = cells
     return rows
 
 
-def test_the_readme_tables_list_every_setting_with_its_default() -> None:
-    rows = readme_setting_rows()
+def documented_default(field_default: Any) -> str | None:
+    """How a page shows a plain default (None for the ones it describes in words)."""
+    if isinstance(field_default, bool) or not isinstance(field_default, int | float | str):
+        return None
+    return f"{field_default:g}" if isinstance(field_default, float) else str(field_default)
+
+
+def test_the_settings_reference_lists_every_setting_with_its_default() -> None:
+    rows = setting_rows(ROOT / "docs" / "settings.md")
     assert set(rows) == set(ENV_VARIABLES)
     for name, field in SleuthSettings.model_fields.items():
-        default: Any = field.default
-        if isinstance(default, bool) or not isinstance(default, int | float | str):
-            continue
-        shown = f"{default:g}" if isinstance(default, float) else str(default)
-        assert f"`{shown}`" in rows[env_name(name)][1] or shown in rows[env_name(name)][1], (
-            f"the README's default for {env_name(name)} must be {shown}"
-        )
+        shown = documented_default(field.default)
+        if shown is not None:
+            assert f"`{shown}`" in rows[env_name(name)][1], (
+                f"docs/settings.md's default for {env_name(name)} must be {shown}"
+            )
+
+
+@pytest.mark.parametrize("page", ["scale-out.md", "operations.md", "security.md"])
+def test_other_pages_setting_tables_agree_with_the_model(page: str) -> None:
+    """Pages that show a few settings beside their topic show real ones, with their defaults."""
+    defaults = {
+        env_name(name): field.default for name, field in SleuthSettings.model_fields.items()
+    }
+    for variable, cells in setting_rows(ROOT / "docs" / page).items():
+        assert variable in defaults, f"docs/{page} lists {variable}, which is no setting"
+        shown = documented_default(defaults[variable])
+        if shown is not None and len(cells) > 2:
+            assert shown in cells[1], f"docs/{page}'s default for {variable} must be {shown}"

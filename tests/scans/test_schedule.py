@@ -1,4 +1,4 @@
-"""Schedules that start scans: `sleuth schedule ...` and the README's `temporal schedule create`."""
+"""Schedules that start scans: `sleuth schedule ...` and the scans page's `temporal schedule create`."""
 
 from __future__ import annotations
 
@@ -92,10 +92,9 @@ async def test_sleuth_schedule_commands_create_trigger_and_manage(dev_env: Workf
 
 
 def readme_temporal_line() -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Scans and schedules", 1)[1]
-    lines = [line for line in section.splitlines() if line.startswith("temporal schedule create")]
-    assert len(lines) == 1, "the README's scan section shows one `temporal schedule create` line"
+    page = (ROOT / "docs" / "scans.md").read_text()
+    lines = [line for line in page.splitlines() if line.startswith("temporal schedule create")]
+    assert len(lines) == 1, "the scans page shows one `temporal schedule create` line"
     return lines[0]
 
 
@@ -109,7 +108,7 @@ async def test_readme_temporal_schedule_line_matches_sleuth_and_runs(
     assert made.returncode == 0, made.stderr
     schedule_id = re.search(r"--schedule-id (\S+)", line).group(1)  # type: ignore[union-attr]
 
-    # `sleuth schedule create` with the README's options makes the same schedule.
+    # `sleuth schedule create` with the page's options makes the same schedule.
     twin = f"{schedule_id}-twin"
     assert sleuth(
         client, "schedule", "create", twin, "--scan", "python-packages", "--research",
@@ -138,7 +137,7 @@ async def test_readme_temporal_schedule_line_matches_sleuth_and_runs(
     finally:
         await client.get_schedule_handle(twin).delete()
 
-    # Trigger the README's schedule and watch the demo's package scan run.
+    # Trigger the page's schedule and watch the demo's package scan run.
     app = build_packages_app("sleuth")
     installed = app.get_provider("python-packages").list_items()
     try:

@@ -268,7 +268,7 @@ def test_a_command_imports_only_what_it_uses() -> None:
     module, `workflows` and `activities` load their modules on first use, and a client with
     SleuthPlugin reads the workflow classes only when a worker is built: `sleuth server --status`
     costs 0.76-0.85 s of CPU here instead of 1.42-1.62 s, `sleuth doctor --json` 1.05-1.23 s
-    instead of 1.84-1.88 s (README, "Set-up")."""
+    instead of 1.84-1.88 s (CHANGELOG.md)."""
     probe = (
         "import sys\n"
         "def loaded(*roots):\n"

@@ -1,0 +1,18 @@
+"""What Sleuth adds to this worker: one research config with one tool."""
+
+from sleuth import App, create_research_workflow, tool
+
+TASK_QUEUE = "samples-layout"
+
+
+@tool
+def price_list(company: str) -> str:
+    """The list price per seat of a company's CRM."""
+    return "Acme charges $40 per seat per month for its CRM."
+
+
+app = App(task_queue=TASK_QUEUE)
+app.research(
+    "prices",
+    create_research_workflow(tools=[price_list], grounding_threshold=0.5, max_sub_questions=1),
+)

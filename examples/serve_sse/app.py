@@ -1,0 +1,16 @@
+"""The App `sleuth serve` runs: one research config with one tool."""
+
+from sleuth import App, create_research_workflow, tool
+
+
+@tool
+def price_list(company: str) -> str:
+    """The list price per seat of a company's CRM."""
+    return "Acme charges $40 per seat per month for its CRM."
+
+
+app = App()
+app.research(
+    "prices",
+    create_research_workflow(tools=[price_list], grounding_threshold=0.5, max_sub_questions=1),
+)
