@@ -148,7 +148,7 @@ class SleuthTestEnvironment:
     ) -> ResearchOutcome:
         """Run the App's research config `research` on `prompt` as `ResearchWorkflow` and return
         its typed outcome (`outcome.final_state` is the `ResearchReport`). `overrides` are
-        `ResearchRequest` fields: `max_replans=0`, `grounding_threshold=0.5`, …"""
+        `ResearchRequest` fields, such as `max_replans=0` or `grounding_threshold=0.5`."""
         request = ResearchRequest(prompt=prompt, research=research, **overrides)
         return await self.client.execute_workflow(
             ResearchWorkflow.run,

@@ -212,23 +212,17 @@ def _allowed_fields(loc: tuple[Any, ...]) -> str:
     return ", ".join(model.model_fields)
 
 
-def build_agent_factory(
+def _resolve_tools(
     spec: AgentSpec,
     app: App,
-    located: _Located | None = None,
-    position: int = 0,
-    *,
-    approval_callback: ReviewCallback | None = None,
-) -> Callable[[], Any]:
-    """Check the spec's names against `app` and return a factory making a fresh agent per run.
-    `approval_callback` answers the `approval_tools` calls of in-process runs."""
-    errors: list[str] = []
-
-    def at(message: str, *path: str | int) -> str:
-        return located.at(message, "agents", position, *path) if located else message
-
+    base: Path,
+    at: Callable[..., str],
+    errors: list[str],
+) -> list[Tool | McpServerConfig]:
+    """The spec's tools and MCP servers; what is wrong with them goes to `errors`, placed by
+    `at`: an entry that names nothing, or an approval or governance list naming a tool the agent
+    does not have."""
     tools: list[Tool | McpServerConfig] = []
-    base = Path(located.source).parent if located else Path.cwd()
     for number, entry in enumerate(spec.tools):
         try:
             if isinstance(entry, McpToolEntry):
@@ -257,6 +251,26 @@ def build_agent_factory(
                     field_name,
                 )
             )
+    return tools
+
+
+def build_agent_factory(
+    spec: AgentSpec,
+    app: App,
+    located: _Located | None = None,
+    position: int = 0,
+    *,
+    approval_callback: ReviewCallback | None = None,
+) -> Callable[[], Any]:
+    """Check the spec's names against `app` and return a factory making a fresh agent per run.
+    `approval_callback` answers the `approval_tools` calls of in-process runs."""
+    errors: list[str] = []
+
+    def at(message: str, *path: str | int) -> str:
+        return located.at(message, "agents", position, *path) if located else message
+
+    base = Path(located.source).parent if located else Path.cwd()
+    tools = _resolve_tools(spec, app, base, at, errors)
     options: dict[str, Any] = {
         "tool_retry": spec.tool_retry,
         "guardrails": spec.guardrails,
@@ -306,7 +320,7 @@ def build_agent_factory(
                     "provider",
                 )
             )
-    for server in servers:
+    for server in (t for t in tools if isinstance(t, McpServerConfig)):
         try:
             app.mcp.add(server)
         except ValueError as exc:

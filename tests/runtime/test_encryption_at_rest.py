@@ -71,7 +71,9 @@ def test_artifacts_are_sealed_with_the_active_key_and_keep_their_plaintext_refer
     assert b"sealed secret" not in sealed_file.read_bytes()
     old_id = artifact_crypto.key_id(base64.b64decode(old))
     assert artifact_crypto.sealed_key_id(sealed_file.read_bytes()) == old_id
-    assert b"written before the key" in file_of(store, plain_ref).read_bytes(), "reads rewrite nothing"
+    assert b"written before the key" in file_of(store, plain_ref).read_bytes(), (
+        "reads rewrite nothing"
+    )
     assert ref == put_json(store, {"finding": "sealed secret"}), "references are unchanged"
 
     # Rotation: the new key first; the old one still reads, and storing again re-seals.

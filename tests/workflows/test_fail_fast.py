@@ -147,8 +147,7 @@ async def test_an_unknown_name_is_the_top_level_failure_message(
     assert isinstance(cause.cause, ActivityError), "the activity's failure stays as the cause"
 
 
-def test_create_deepagent_takes_datastore_names_of_the_current_app(
-) -> None:
+def test_create_deepagent_takes_datastore_names_of_the_current_app() -> None:
     app = App(name="stores")
     app.datastore("guides", RAGRetriever(store=InMemoryVectorStore()), description="how-to")
     app.agent(
