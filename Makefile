@@ -1,4 +1,4 @@
-# Tasks for people and CI (.ci/run sets up the venv, then calls these). Run inside the venv.
+# Tasks for people, the same steps .ci/run runs after it has set up the venv. Run inside the venv.
 # Python sources only: ruff also formats code blocks inside Markdown (README examples, bench corpora).
 RUFF_FORMAT = ruff format --extend-exclude '*.md'
 TYPED = sleuth
@@ -18,11 +18,11 @@ lint:  ## ruff's rules, complexity (C90) and docstrings (D) included
 typecheck:  ## mypy --strict over the sleuth namespace (workflows, activities and workers included)
 	mypy $(TYPED)
 
-test:  ## the whole suite, the 15 slowest tests and why each skipped test skipped
-	pytest --durations=15 -rs
+test:  ## the whole suite; pyproject's addopts list the 15 slowest tests and the skip reasons
+	pytest
 
 docs:  ## the documentation site, warnings as errors
 	@test -f mkdocs.yml || { echo "no mkdocs.yml: nothing to build" >&2; exit 1; }
-	mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict --site-dir "$$(mktemp -d)"
 
-check: format-check lint typecheck test  ## what CI runs after setting up
+check: format-check lint typecheck docs test  ## what CI runs after setting up
