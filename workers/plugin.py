@@ -12,7 +12,8 @@ Sleuth's workflows, the App's activities, the exception types that fail a run in
 its workflow task, a check that fails a run whose start input does not fit its workflow
 (`workers/input_check.py`), an interceptor that makes an unknown name or bad setting the run's
 top-level failure (`workers/failures.py`), the sandbox passthroughs for Sleuth's own modules, and
-a heartbeat throttle short enough for checkpointed activities. A worker whose client was connected without it can take
+a heartbeat throttle short enough for checkpointed activities, and the worker settings a fleet
+shares: Worker Versioning (`workers/versioning.py`) and the activity rate limits. A worker whose client was connected without it can take
 it directly: `Worker(client, task_queue=..., plugins=[SleuthPlugin(app)])`; its client must then
 already use the pydantic data converter.
 
@@ -45,12 +46,14 @@ import sleuth.workflows as workflow_classes
 from sleuth.activities import build_activities
 from sleuth.apps.app import App
 from sleuth.runtime.errors import SleuthError
+from sleuth.runtime.settings import load_settings
 from sleuth.workers import codec
 from sleuth.workers.failures import FailureCauseInterceptor
 from sleuth.workers.input_check import checking_inputs
 from sleuth.workers.payload_storage import configured_external_storage
 from sleuth.workers.summaries import with_summaries
 from sleuth.workers.telemetry import has_tracing, with_tracing
+from sleuth.workers.versioning import deployment_config
 
 PLUGIN_NAME = "sleuth.SleuthPlugin"
 HEARTBEAT_THROTTLE_SECONDS = 5.0
@@ -94,11 +97,19 @@ class SleuthPlugin(SimplePlugin):
         *,
         interceptors: Sequence[ClientInterceptor | WorkerInterceptor] = (),
         tracing: bool = True,
+        deployment_name: str | None = None,
+        build_id: str | None = None,
     ) -> None:
         """`app` is the App whose activities workers serve; a function returning it defers loading
         the App until a worker is built (a client that only starts runs never loads it).
-        `tracing=False` adds no `TracingInterceptor` (one the client already has stays)."""
+        `tracing=False` adds no `TracingInterceptor` (one the client already has stays).
+
+        `deployment_name` and `build_id` put its workers in a Temporal worker deployment (over
+        `SLEUTH_DEPLOYMENT_NAME` / `SLEUTH_BUILD_ID`; see `workers/versioning.py`); a worker given
+        its own `deployment_config` keeps it."""
         self._tracing = tracing
+        self._deployment_name = deployment_name
+        self._build_id = build_id
         self._app: App | None = app if isinstance(app, App) else None
         self._load_app: Callable[[], App] = (lambda: app) if isinstance(app, App) else app
         super().__init__(
@@ -144,6 +155,26 @@ class SleuthPlugin(SimplePlugin):
         # short server restart does not declare it dead. Checkpoints never depend on it.
         if current is None or current > throttle:
             config["max_heartbeat_throttle_interval"] = throttle
+        return self._with_fleet_settings(config)
+
+    def _with_fleet_settings(self, config: WorkerConfig) -> WorkerConfig:
+        """Worker Versioning and the activity rate limits from the `SLEUTH_*` settings, where the
+        worker was not given its own."""
+        settings = load_settings()
+        overrides = {"deployment_name": self._deployment_name, "build_id": self._build_id}
+        settings = settings.model_copy(
+            update={key: value for key, value in overrides.items() if value is not None}
+        )
+        if config.get("deployment_config") is None and not config.get("use_worker_versioning"):
+            deployment = deployment_config(settings, config["task_queue"])
+            if deployment is not None:
+                config["deployment_config"] = deployment
+        if config.get("max_activities_per_second") is None:
+            config["max_activities_per_second"] = settings.max_activities_per_second
+        if config.get("max_task_queue_activities_per_second") is None:
+            config["max_task_queue_activities_per_second"] = (
+                settings.max_task_queue_activities_per_second
+            )
         return config
 
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Any]:
