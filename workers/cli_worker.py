@@ -139,7 +139,7 @@ async def run_worker_command(args: argparse.Namespace) -> int:
     task_queue = resolve_task_queue(args.task_queue, app)
     settings = worker_settings(args)
     worker = build_worker(client, task_queue=task_queue, settings=settings)
-    deployment = worker.config().get("deployment_config")
+    deployment = worker.config(active_config=True).get("deployment_config")
 
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()

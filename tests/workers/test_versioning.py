@@ -15,14 +15,20 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import VersioningBehavior
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import WorkerDeploymentVersion
+from temporalio.worker import Worker, WorkerDeploymentVersion
 
+import sleuth
 from sleuth.activities.research_models import ResearchRequest
-from sleuth.workers.versioning import current_build_id, describe_deployment
+from sleuth.apps.app import App
+from sleuth.runtime.settings import SleuthSettings
+from sleuth.workers.plugin import SleuthPlugin
+from sleuth.workers.versioning import current_build_id, deployment_config, describe_deployment
 from tests.helpers.apps.versioned_app import RESEARCH
 from tests.helpers.timeouts import scaled
 from tests.helpers.worker_processes import start_sleuth_worker, stop, wait_for
@@ -130,8 +136,7 @@ async def test_a_rolling_upgrade_finishes_every_run_on_the_build_that_started_it
                 builds, activities = await _builds_that_ran(handle)
                 assert builds == {build}, f"{handle.id} ran on builds {builds}"
                 assert ("research.plan" in activities) == (build == "new"), activities
-        version = WorkerDeploymentVersion(deployment, "new")
-        assert await _current_build(client, version.deployment_name) == "new"
+        assert await _current_build(client, deployment) == "new"
     finally:
         stop(old)
         stop(new)
@@ -146,3 +151,35 @@ async def _current_build_is(client: Client, deployment: str, build: str) -> bool
         if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
             return False
         raise
+
+
+def test_versioning_is_off_by_default_and_defaults_from_the_version_and_queue() -> None:
+    assert deployment_config(SleuthSettings(), "sleuth") is None
+    config = deployment_config(SleuthSettings(worker_versioning=True), "reports")
+    assert config is not None and config.use_worker_versioning
+    assert config.version == WorkerDeploymentVersion("reports", sleuth.__version__)
+    assert config.default_versioning_behavior == VersioningBehavior.PINNED
+
+    named = deployment_config(
+        SleuthSettings(build_id="abc123", versioning_behavior="auto_upgrade"), "reports"
+    )
+    assert named is not None
+    assert named.version == WorkerDeploymentVersion("reports", "abc123")
+    assert named.default_versioning_behavior == VersioningBehavior.AUTO_UPGRADE
+
+
+async def test_the_plugin_takes_a_deployment_name_and_build_id(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin = SleuthPlugin(App(name="versioned"), deployment_name="research", build_id="b7")
+    worker = Worker(dev_env.client, task_queue=f"v-{uuid.uuid4()}", plugins=[plugin])
+    config = worker.config(active_config=True)["deployment_config"]
+    assert config is not None
+    assert config.version == WorkerDeploymentVersion("research", "b7")
+
+    monkeypatch.setenv("SLEUTH_WORKER_VERSIONING", "true")
+    queue = f"v-{uuid.uuid4()}"
+    from_env = Worker(dev_env.client, task_queue=queue, plugins=[SleuthPlugin(App(name="v"))])
+    config = from_env.config(active_config=True)["deployment_config"]
+    assert config is not None
+    assert config.version == WorkerDeploymentVersion(queue, sleuth.__version__)
