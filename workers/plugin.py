@@ -175,6 +175,10 @@ class SleuthPlugin(SimplePlugin):
             config["max_task_queue_activities_per_second"] = (
                 settings.max_task_queue_activities_per_second
             )
+        if config.get("max_task_queue_activities_per_second") is not None:
+            # An eager activity goes back to its workflow's worker with the workflow task's
+            # completion, past the task queue and so past the server's limit.
+            config["disable_eager_activity_execution"] = True
         return config
 
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Any]:

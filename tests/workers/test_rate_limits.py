@@ -82,10 +82,12 @@ async def test_build_worker_passes_the_limits_to_the_sdk_worker(
     worker = build_worker(
         dev_env.client, App(name="limits"), task_queue=f"q-{uuid.uuid4()}", settings=settings
     )
-    config = worker.config()
+    config = worker.config(active_config=True)
     assert config["max_activities_per_second"] == 2.5
     assert config["max_task_queue_activities_per_second"] == 40
     assert config["max_concurrent_activities"] == 3
+    # Eager activities would bypass the task queue, and with it the server's limit.
+    assert config["disable_eager_activity_execution"] is True
 
     unlimited = build_worker(
         dev_env.client,
@@ -93,8 +95,9 @@ async def test_build_worker_passes_the_limits_to_the_sdk_worker(
         task_queue=f"q-{uuid.uuid4()}",
         settings=SleuthSettings(),
     )
-    assert unlimited.config()["max_activities_per_second"] is None
-    assert unlimited.config()["max_task_queue_activities_per_second"] is None
+    assert unlimited.config(active_config=True)["max_activities_per_second"] is None
+    assert unlimited.config(active_config=True)["max_task_queue_activities_per_second"] is None
+    assert not unlimited.config(active_config=True).get("disable_eager_activity_execution")
 
 
 async def test_the_plugin_reads_the_limits_from_the_environment(
