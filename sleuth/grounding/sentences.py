@@ -27,7 +27,7 @@ _CODE_LINE = re.compile(
         | [\w.]+\s*=\s*[\w.]+\(.*
         | return\s+[\w.]+\(.*\)\s*$
         | [{}()\]\[]+[,;]?\s*$ | \"\"\"\s*$ | \'\'\'\s*$
-    )|\S.*\s(?:\#|//)\s.*$   # code followed by a comment
+    )|^\s*\S.*\s(?:\#|//)\s.*$   # code followed by a comment (anchored: linear in the line)
     """,
     re.VERBOSE,
 )
