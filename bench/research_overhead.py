@@ -78,8 +78,8 @@ def responder(tool: str, calls: int, grounded_from: int) -> ScriptedModel:
 
 
 def graph_spec() -> ResearchSpec:
-    # Two tool calls per execute round, grounded once four items are in: execute, causal,
-    # summarize, eval, regenerate, eval, replan, execute, causal, summarize, eval = 11 nodes.
+    # Two tool calls per execute round, grounded once four items are in: plan, then execute,
+    # causal, summarize, eval, regenerate, eval, replan, execute, ... until grounded.
     return create_research_workflow(model=responder("lookup", 2, 4), tools=[lookup])
 
 
@@ -172,7 +172,7 @@ async def main(runs: int, noop_count: int, docs: bool) -> None:
         f"({durable_ms / local_ms:.0f}x in-process, {durable_ms / noop_ms:.2f}x the raw round trip)"
     )
     history = [
-        ("11-node run, small evidence", f"{graph_history / 1024:.1f} KB"),
+        (f"{nodes_per_run}-node run, small evidence", f"{graph_history / 1024:.1f} KB"),
         (
             "run with 5 MB of evidence",
             f"{bulky_history / 1024:.1f} KB (limit 256 KB: "
