@@ -216,7 +216,7 @@ def readme_setting_rows() -> dict[str, list[str]]:
     and of the docs pages that document settings of their own."""
     rows: dict[str, list[str]] = {}
     in_table = False
-    pages = [ROOT / "README.md", ROOT / "docs" / "scale-out.md"]
+    pages = [ROOT / "README.md", ROOT / "docs" / "scale-out.md", ROOT / "docs" / "deploy.md"]
     for line in "\n".join(page.read_text() for page in pages).splitlines():
         if not line.startswith("|"):
             in_table = False
