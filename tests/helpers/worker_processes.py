@@ -30,12 +30,14 @@ def start_sleuth_worker(
     *,
     env: dict[str, str] | None = None,
     log: Path | None = None,
+    args: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """`sleuth worker --app APP --task-queue Q` against `address`, in its own process group."""
+    """`sleuth worker --app APP --task-queue Q [ARGS]` against `address`, in its own process
+    group."""
     output = log.open("ab") if log is not None else None
     try:
         return popen_sleuth(  # type: ignore[return-value]
-            ["worker", "--app", app_target, "--task-queue", task_queue],
+            ["worker", "--app", app_target, "--task-queue", task_queue, *args],
             cwd=ROOT,
             env={
                 **os.environ,

@@ -261,6 +261,34 @@ def test_k8s_pieces_fit_together() -> None:
     assert set(ENV_VARIABLES) <= set(config_map["data"])
 
 
+def test_k8s_workers_carry_their_build_id_for_worker_versioning() -> None:
+    import sleuth
+    from sleuth.runtime.settings import SleuthSettings
+
+    deployment = _k8s("Deployment", "sleuth-worker")
+    template = deployment["spec"]["template"]
+    version = template["metadata"]["labels"]["app.kubernetes.io/version"]
+    assert version == sleuth.__version__, "the image's build id is Sleuth's version by default"
+    # A second build's Deployment must not select this one's pods.
+    assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/version"] == version
+    (container,) = template["spec"]["containers"]
+    env = {variable["name"]: variable for variable in container["env"]}
+    field = env["SLEUTH_BUILD_ID"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert field == "metadata.labels['app.kubernetes.io/version']"
+
+    data = _k8s("ConfigMap")["data"]
+    settings = SleuthSettings(
+        **{
+            name.removeprefix("SLEUTH_").lower(): value
+            for name, value in data.items()
+            if name.startswith("SLEUTH_")
+        },
+        build_id=version,
+    )
+    assert settings.versioned and settings.versioning_behavior == "pinned"
+    assert settings.deployment_name == "sleuth"
+
+
 def test_helm_values_point_temporal_at_postgresql_and_opensearch() -> None:
     (values,) = _yaml_documents(HELM_VALUES)
     persistence = values["server"]["config"]["persistence"]

@@ -92,6 +92,12 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
         "SLEUTH_SERVE_MAX_BODY_BYTES": "65536",
         "SLEUTH_SERVE_CORS_ORIGINS": "https://app.example.com",
         "SLEUTH_SERVE_SSE_PING_SECONDS": "5",
+        "SLEUTH_MAX_ACTIVITIES_PER_SECOND": "2.5",
+        "SLEUTH_MAX_TASK_QUEUE_ACTIVITIES_PER_SECOND": "20",
+        "SLEUTH_WORKER_VERSIONING": "true",
+        "SLEUTH_DEPLOYMENT_NAME": "research-fleet",
+        "SLEUTH_BUILD_ID": "2f9c1e0",
+        "SLEUTH_VERSIONING_BEHAVIOR": "Auto_Upgrade",
     }
     assert set(values) == set(ENV_VARIABLES), "this test sets every variable the model has"
     load_settings()  # a cached value must not hide the variables set below
@@ -134,6 +140,11 @@ def test_every_variable_is_read_when_needed_not_frozen_at_import(
     assert settings.serve_allowed_hosts == ["sleuth.example.com", "10.0.0.5"]
     assert (settings.serve_max_body_bytes, settings.serve_sse_ping_seconds) == (65536, 5.0)
     assert settings.serve_cors_origins == ["https://app.example.com"]
+    assert settings.max_activities_per_second == 2.5
+    assert settings.max_task_queue_activities_per_second == 20.0
+    assert settings.worker_versioning and settings.versioned
+    assert (settings.deployment_name, settings.build_id) == ("research-fleet", "2f9c1e0")
+    assert settings.versioning_behavior == "auto_upgrade"
 
     clean_env.setenv("SLEUTH_TASK_QUEUE", "cpu-pool")
     assert load_settings().task_queue == "cpu-pool"
@@ -237,7 +248,7 @@ def test_the_settings_reference_lists_every_setting_with_its_default() -> None:
             )
 
 
-@pytest.mark.parametrize("page", ["scale-out.md", "operations.md", "security.md"])
+@pytest.mark.parametrize("page", ["scale-out.md", "operations.md", "security.md", "deploy.md"])
 def test_other_pages_setting_tables_agree_with_the_model(page: str) -> None:
     """Pages that show a few settings beside their topic show real ones, with their defaults."""
     defaults = {
