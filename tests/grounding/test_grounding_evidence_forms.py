@@ -140,3 +140,30 @@ def test_an_inserted_negation_is_a_veto_and_a_moved_one_is_not() -> None:
         split_passages([item("If the return value was not false, the exception is suppressed.")]),
     )
     assert "inserted_negation" not in moved.fired
+
+
+def test_a_long_paragraph_is_cut_into_the_sentences_pysbd_finds_in_it_whole() -> None:
+    """A paragraph longer than pysbd's window is read window by window (pysbd's time grows with
+    the square of its input), and still cut exactly where pysbd cuts the whole of it."""
+    import pysbd
+
+    from sleuth.grounding.sentences import PYSBD_WINDOW_CHARS, prose_sentences
+
+    unit = (
+        "Dr. Smith met e.g. Mr. Jones in Oct. 2023 at 3.10 pm. The CRM market grew 12 percent. "
+        "Was it the U.S. office? It was, said the report (see p. 4). "
+    )
+    paragraph = unit * (3 * PYSBD_WINDOW_CHARS // len(unit) + 1)
+    whole = [s.strip() for s in pysbd.Segmenter(language="en", clean=False).segment(paragraph)]
+    assert prose_sentences(paragraph) == [s for s in whole if s]
+
+
+def test_a_megabyte_line_is_prose_and_is_split() -> None:
+    """One line of a megabyte (a tool's output without line breaks) is prose: the patterns for
+    code and table rows are not tried on it (two of them backtracked over a whole line)."""
+    from sleuth.grounding.sentences import line_kind, split_sentences
+
+    line = "word " * 200_000
+    assert line_kind(line) == "prose"
+    assert line_kind("Name    Version    Size") == "table"  # aligned columns still count
+    assert split_sentences("x = 1  # one\n" * 3) == ["x = 1  # one"] * 3

@@ -188,3 +188,21 @@ def test_a_claim_that_the_sources_say_nothing_answers_nothing() -> None:
         grounded=True,
     )
     assert judge_parts([part], [], [], [fact])[0].state == "answered"
+
+
+def test_a_part_asked_with_one_form_of_an_irregular_verb_is_answered_by_another() -> None:
+    """ "How fast did the market grow?" is answered by "the market grew 12 percent": the crude
+    stem maps an irregular verb's forms to one (before, `grew` and `grow` shared no stem, and
+    the answer went on to say the documents do not say how fast the market grew)."""
+    from sleuth.grounding.claims import stem
+    from sleuth.research.parts import with_answered_parts
+    from sleuth.research.state import ClaimRecord, SubQuestionCoverage
+
+    assert stem("grew") == stem("grown") == stem("grow") and stem("bought") == stem("buy")
+    entries = [
+        SubQuestionCoverage(question="How fast did the CRM market grow?", covered=True),
+        SubQuestionCoverage(question="Which penguins buy CRM seats?", covered=False),
+    ]
+    claim = ClaimRecord(claim="The CRM market grew 12 percent in 2024.", score=0.9, grounded=True)
+    answered = with_answered_parts(entries, [claim])
+    assert [entry.answered for entry in answered] == [True, False]
