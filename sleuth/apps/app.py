@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from sleuth.runtime.errors import InvalidSettingError, NotAvailableError, SleuthError
+from sleuth.runtime.errors import UnknownNameError as UnknownNameError
 from sleuth.runtime.settings import DEFAULT_TASK_QUEUE
 from sleuth.tools import Tool, as_tool
 from sleuth.tools.mcp import McpServerConfig, McpServers
@@ -55,15 +56,6 @@ ProviderT = TypeVar("ProviderT", bound="KnowledgeProvider")
 SinkT = TypeVar("SinkT", bound="RowSink")
 ModelT = TypeVar("ModelT", bound="Model")
 V = TypeVar("V")
-
-
-class UnknownNameError(SleuthError, LookupError):
-    """A workflow named something the worker's App does not have. Not retryable."""
-
-    def __init__(self, kind: str, name: str, registered: list[str]):
-        self.kind, self.name, self.registered = kind, name, registered
-        listed = ", ".join(sorted(registered)) or "none"
-        super().__init__(f"unknown {kind} {name!r}; registered: {listed}")
 
 
 class AppLoadError(SleuthError, ValueError):

@@ -38,3 +38,12 @@ class NotAvailableError(SleuthError, RuntimeError):
 class MissingExtraError(SleuthError, ImportError):
     """An optional part of Sleuth needs a package that is not installed; the message names the
     extra to install (`pip install 'sleuth[opensearch]'`)."""
+
+
+class UnknownNameError(SleuthError, LookupError):
+    """A workflow named something the worker's App does not have. Not retryable."""
+
+    def __init__(self, kind: str, name: str, registered: list[str]):
+        self.kind, self.name, self.registered = kind, name, registered
+        listed = ", ".join(sorted(registered)) or "none"
+        super().__init__(f"unknown {kind} {name!r}; registered: {listed}")

@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationError, model_validator
 
 from sleuth._util.strict import StrictInput
-from sleuth.runtime.errors import InvalidSettingError, MissingExtraError, SleuthError
+from sleuth.runtime.errors import (
+    InvalidSettingError,
+    MissingExtraError,
+    SleuthError,
+    UnknownNameError,
+)
 from sleuth.runtime.log import get_logger
 from sleuth.tools import Tool, ToolResult, render_output, validation_problems
 from sleuth.usage.limits import UsageAccount
@@ -429,8 +434,6 @@ class McpServers:
         return sorted(self._connections)
 
     def connection(self, name: str) -> McpConnection:
-        from sleuth.apps.app import UnknownNameError
-
         try:
             return self._connections[name]
         except KeyError:

@@ -19,11 +19,12 @@ import httpx
 from sleuth.models.base import RetryableModelError
 from sleuth.models.errors import is_retryable_status, parse_retry_after
 from sleuth.runtime.redact import redact
-from sleuth.tools.search import (
+from sleuth.tools.search_types import (
+    BUILTIN_PROVIDERS,
+    ProviderFunction,
     SearchResult,
     WebSearchError,
     WebSearchOptions,
-    register_search_provider,
 )
 
 BRAVE_URL = "https://api.search.brave.com/res/v1/web/search"
@@ -264,7 +265,13 @@ def _items(answer: Any, key: str) -> list[dict[str, Any]]:
     return [item for item in items if isinstance(item, dict) and item.get("url")]
 
 
-register_search_provider("searxng", searxng)
-register_search_provider("brave", brave)
-register_search_provider("tavily", tavily)
-register_search_provider("duckduckgo", duckduckgo)
+def provider_functions() -> dict[str, ProviderFunction]:
+    """The builtin providers by the name `provider:` takes."""
+    functions: dict[str, ProviderFunction] = {
+        "searxng": searxng,
+        "brave": brave,
+        "tavily": tavily,
+        "duckduckgo": duckduckgo,
+    }
+    assert tuple(functions) == BUILTIN_PROVIDERS
+    return functions

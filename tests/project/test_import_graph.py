@@ -20,6 +20,7 @@ TEMPORAL_LAYER = (
     "sleuth.activities",
     "sleuth.workers",
     "sleuth.temporal",
+    "sleuth.testing",  # the user's test kit: a Temporal test server and a worker with the plugin
     "sleuth.__main__",  # `python -m sleuth`: the CLI
 )
 """Modules (and their submodules) that may import temporalio; everything else is the SDK."""

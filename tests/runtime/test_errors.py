@@ -41,7 +41,7 @@ def test_every_exception_class_derives_from_sleuth_error() -> None:
     # The walk reached all four packages (a silent import gap would pass vacuously otherwise).
     for expected in (
         "sleuth.models.base.ModelError",
-        "sleuth.apps.app.UnknownNameError",
+        "sleuth.runtime.errors.UnknownNameError",
         "sleuth.activities.errors.ConfigError",
         "sleuth.workers.embedded.EmbeddedServerError",
         "sleuth.usage.limits.UsageLimitExceeded",
@@ -54,7 +54,7 @@ def test_every_exception_class_derives_from_sleuth_error() -> None:
 @pytest.mark.parametrize(
     ("name", "builtin"),
     [
-        ("sleuth.apps.app.UnknownNameError", LookupError),
+        ("sleuth.runtime.errors.UnknownNameError", LookupError),
         ("sleuth.runtime.artifacts.ArtifactNotFoundError", LookupError),
         ("sleuth.apps.yaml_agents.YamlConfigError", ValueError),
         ("sleuth.deepagent.fs.SandboxError", PermissionError),

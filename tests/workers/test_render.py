@@ -136,7 +136,7 @@ def test_sleuth_models_draws_a_table_on_a_terminal(monkeypatch, tmp_path) -> Non
     monkeypatch.setenv("COLUMNS", "200")
     terminal = Terminal()
     monkeypatch.setattr("sys.stdout", terminal)
-    cli_models.list_models(type("Args", (), {"verify": False})())
+    cli_models.list_models(type("Args", (), {"verify": False, "json": False})())
     plain = ANSI.sub("", terminal.getvalue())
     assert re.search(r"NAME\s+┃\s+STATUS\s+┃\s+SIZE\s+┃\s+DESCRIPTION", plain), plain
     assert re.search(r"qwen2\.5-coder-0\.5b\s+│\s+not downloaded\s+│", plain), plain
