@@ -424,10 +424,10 @@ class Agent:
     async def _after_tool_batch(self, state: LoopState, hook: CheckpointHook | None) -> None:
         if self.reflexion == "rules":
             self._reflect_by_rules(state)
-        elif self.reflexion == "model":
+        finished = self._check_exit(state)
+        if self.reflexion == "model" and not finished:
             # Its own step (a model request), so a durable run checkpoints the tool call first.
             state.reflexion_due = True
-        self._check_exit(state)
         await self._save(state, hook)
 
     async def _model_turn(self, state: LoopState, hook: CheckpointHook | None) -> None:
@@ -506,9 +506,12 @@ class Agent:
             state.finished, state.stop_reason = True, "completed"
         await self._save(state, hook)
 
-    def _spend_cap_reached(self, state: LoopState) -> str | None:
+    def _spend_cap_reached(
+        self, state: LoopState, messages: list[Message] | None = None
+    ) -> str | None:
         """The governance cap (`max_tokens_per_run`, `max_cost_usd_per_run`) the run has reached
-        or its next request would pass; None when the request fits."""
+        or its next request (of `messages`, default the conversation) would pass; None when the
+        request fits."""
         governance = self.governance
         if governance is None:
             return None
@@ -518,22 +521,25 @@ class Agent:
         if self._spend_limits is not None:
             try:
                 self._spend_limits.check_before_request(
-                    state.usage, state.messages, require_price(self.model)
+                    state.usage,
+                    state.messages if messages is None else messages,
+                    require_price(self.model),
                 )
             except UsageLimitExceeded:
                 return "max_cost_usd_per_run"
         return None
 
-    def _output_cap(self, state: LoopState) -> int | None:
-        """The output tokens the next answer may use; raises `UsageLimitExceeded` when the
-        limits refuse the request."""
+    def _output_cap(self, state: LoopState, messages: list[Message] | None = None) -> int | None:
+        """The output tokens the next answer (to `messages`, default the conversation) may use;
+        raises `UsageLimitExceeded` when the limits refuse the request."""
         caps = [self.max_output_tokens]
+        sent = state.messages if messages is None else messages
         if self.limits is not None:
             price = require_price(self.model) if self.limits.max_cost_usd is not None else None
-            caps.append(self.limits.check_before_request(state.usage, state.messages, price))
+            caps.append(self.limits.check_before_request(state.usage, sent, price))
         if self._spend_limits is not None:
             price = require_price(self.model)
-            caps.append(self._spend_limits.check_before_request(state.usage, state.messages, price))
+            caps.append(self._spend_limits.check_before_request(state.usage, sent, price))
         known = [cap for cap in caps if cap is not None]
         return min(known) if known else None
 
@@ -927,9 +933,11 @@ class Agent:
         not. Its tokens and cost count in the run's usage; a request the limits refuse is not
         made (the next model turn then ends the run as the limits say)."""
         state.reflexion_due = False
+        messages = reflexion_messages(state)
+        cap = None
         try:
-            cap = self._output_cap(state)
-            refused = self._spend_cap_reached(state) is not None
+            cap = self._output_cap(state, messages)
+            refused = self._spend_cap_reached(state, messages) is not None
         except UsageLimitExceeded:
             refused = True
         if refused:
@@ -947,7 +955,7 @@ class Agent:
             output_schema=VERDICT_SCHEMA,
             max_output_tokens=min(REFLEXION_MAX_OUTPUT_TOKENS, cap or REFLEXION_MAX_OUTPUT_TOKENS),
         )
-        response = await model_request(self.model, reflexion_messages(state), parameters)
+        response = await model_request(self.model, messages, parameters)
         state.usage = state.usage + response.usage
         state.reflexion_requests += 1
         verdict = parse_verdict(response)
