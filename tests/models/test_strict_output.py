@@ -191,9 +191,7 @@ async def test_json_object_mode_with_tools_carries_the_schema_in_the_prompt() ->
     assert response.output_mode == "prompt"
 
 
-async def test_an_agent_with_tools_gets_its_answer_under_the_strict_schema_without_repair() -> (
-    None
-):
+async def test_an_agent_with_tools_gets_its_answer_under_the_strict_schema_without_repair() -> None:
     @tool
     def capital_of(country: str) -> str:
         """Look up a country's capital."""
