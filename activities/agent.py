@@ -59,6 +59,8 @@ def next_step(agent: Agent, state: LoopState) -> NextStep:
     if state.finished:
         return NextStep(kind="done", summary=f"finished: {state.stop_reason}")
     call = agent.next_tool_call(state)
+    if call is None and state.reflexion_due:
+        return NextStep(kind="model", summary=f"{agent.name}: reflexion on step {state.iterations}")
     if call is None:
         return NextStep(kind="model", summary=f"{agent.name}: model turn {state.iterations + 1}")
     approval = None

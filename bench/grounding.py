@@ -49,7 +49,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -57,7 +57,8 @@ from bench.grounding_data import abstractive
 from sleuth.agent.state import EvidenceItem
 from sleuth.grounding import calibration_for, ground_claims, judge_claims
 from sleuth.grounding.calibration import FEATURES, VETO_CAP, Calibration, logit, vetoed
-from sleuth.models import Message, Model, ModelResponse, OutputSchema, ToolSpec, resolve
+from sleuth.models import Message, Model, ModelResponse, resolve
+from sleuth.models.base import ModelRequestParameters, RequestKeywords, request_parameters
 
 DATA = Path(__file__).parent / "grounding_data" / "items.json"
 CLASSES = ("entity", "predicate", "circumstance", "negation", "roles", "addition")
@@ -98,19 +99,12 @@ class WithoutLogprobs:
     async def request(
         self,
         messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        output_schema: OutputSchema | None = None,
-        max_output_tokens: int | None = None,
-        tool_choice: str | None = None,
-        top_logprobs: int | None = None,
+        parameters: ModelRequestParameters | None = None,
+        **keywords: Unpack[RequestKeywords],
     ) -> ModelResponse:
+        parameters = request_parameters(parameters, keywords)
         response = await self.inner.request(
-            messages,
-            tools=tools,
-            output_schema=output_schema,
-            max_output_tokens=max_output_tokens,
-            tool_choice=tool_choice,
+            messages, parameters.model_copy(update={"top_logprobs": None})
         )
         return response.model_copy(update={"logprobs": None})
 

@@ -23,7 +23,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -35,6 +35,16 @@ from sleuth.agent.policies import (
     Guardrails,
     GuardrailViolation,
     ToolRetry,
+)
+from sleuth.agent.reflexion import (
+    REFLEXION_MAX_OUTPUT_TOKENS,
+    VERDICT_SCHEMA,
+    parse_verdict,
+    reflexion_messages,
+    reflexion_mode,
+    revision_message,
+    rule_issues,
+    rules_message,
 )
 from sleuth.agent.state import EvidenceItem, LoopState
 from sleuth.agent.termination import Condition, MaxIterations
@@ -54,6 +64,7 @@ from sleuth.models.base import (
     Message,
     MessageKind,
     Model,
+    ModelRequestParameters,
     ModelResponse,
     OutputSchema,
     ToolCall,
@@ -139,6 +150,16 @@ class AgentResult:
         return self.parsed
 
     @property
+    def repair_turns(self) -> int:
+        """Turns spent asking again for an answer that did not fit the output schema."""
+        return self.state.repair_attempts
+
+    @property
+    def reflexion_requests(self) -> int:
+        """Self-evaluation requests made (`reflexion="model"`); their usage is in `usage`."""
+        return self.state.reflexion_requests
+
+    @property
     def final_message(self) -> str:
         return self.message
 
@@ -171,7 +192,7 @@ class Agent:
         max_iterations: int = 20,
         max_output_tokens: int | None = None,
         submit_tool: str | None = None,
-        reflexion: bool = False,
+        reflexion: bool | Literal["model", "rules"] = False,
         grounding: GroundingSettings | bool | None = None,
         loop_detection: bool = True,
         max_loop_warnings: int = 1,
@@ -218,7 +239,9 @@ class Agent:
             self.termination = condition | self.termination
         self.max_output_tokens = max_output_tokens
         self.submit_tool = submit_tool
-        self.reflexion = reflexion
+        self.reflexion = reflexion_mode(reflexion, self.model)
+        """None (off), "model" (a self-evaluation request after each step) or "rules"; see
+        `sleuth.agent.reflexion`. `reflexion=True` picks by model family."""
         if grounding is True:
             grounding = GroundingSettings()
         self.grounding: GroundingSettings | None = grounding or None
@@ -386,6 +409,8 @@ class Agent:
             await self._run_tool_calls(state, pending[:1], on_checkpoint)
             if not state.finished and not _pending_tool_calls(state.messages):
                 await self._after_tool_batch(state, on_checkpoint)
+        elif state.reflexion_due:
+            await self._reflect_by_model(state, on_checkpoint)
         else:
             await self._model_turn(state, on_checkpoint)
 
@@ -397,9 +422,12 @@ class Agent:
         return pending[0] if pending else None
 
     async def _after_tool_batch(self, state: LoopState, hook: CheckpointHook | None) -> None:
-        if self.reflexion:
-            self._reflect(state)
-        self._check_exit(state)
+        if self.reflexion == "rules":
+            self._reflect_by_rules(state)
+        finished = self._check_exit(state)
+        if self.reflexion == "model" and not finished:
+            # Its own step (a model request), so a durable run checkpoints the tool call first.
+            state.reflexion_due = True
         await self._save(state, hook)
 
     async def _model_turn(self, state: LoopState, hook: CheckpointHook | None) -> None:
@@ -478,9 +506,12 @@ class Agent:
             state.finished, state.stop_reason = True, "completed"
         await self._save(state, hook)
 
-    def _spend_cap_reached(self, state: LoopState) -> str | None:
+    def _spend_cap_reached(
+        self, state: LoopState, messages: list[Message] | None = None
+    ) -> str | None:
         """The governance cap (`max_tokens_per_run`, `max_cost_usd_per_run`) the run has reached
-        or its next request would pass; None when the request fits."""
+        or its next request (of `messages`, default the conversation) would pass; None when the
+        request fits."""
         governance = self.governance
         if governance is None:
             return None
@@ -490,51 +521,46 @@ class Agent:
         if self._spend_limits is not None:
             try:
                 self._spend_limits.check_before_request(
-                    state.usage, state.messages, require_price(self.model)
+                    state.usage,
+                    state.messages if messages is None else messages,
+                    require_price(self.model),
                 )
             except UsageLimitExceeded:
                 return "max_cost_usd_per_run"
         return None
 
-    def _output_cap(self, state: LoopState) -> int | None:
-        """The output tokens the next answer may use; raises `UsageLimitExceeded` when the
-        limits refuse the request."""
+    def _output_cap(self, state: LoopState, messages: list[Message] | None = None) -> int | None:
+        """The output tokens the next answer (to `messages`, default the conversation) may use;
+        raises `UsageLimitExceeded` when the limits refuse the request."""
         caps = [self.max_output_tokens]
+        sent = state.messages if messages is None else messages
         if self.limits is not None:
             price = require_price(self.model) if self.limits.max_cost_usd is not None else None
-            caps.append(self.limits.check_before_request(state.usage, state.messages, price))
+            caps.append(self.limits.check_before_request(state.usage, sent, price))
         if self._spend_limits is not None:
             price = require_price(self.model)
-            caps.append(self._spend_limits.check_before_request(state.usage, state.messages, price))
+            caps.append(self._spend_limits.check_before_request(state.usage, sent, price))
         known = [cap for cap in caps if cap is not None]
         return min(known) if known else None
 
     async def _request(self, state: LoopState, max_output_tokens: int | None) -> ModelResponse:
-        # Only the turn answering a repair prompt is a repair turn: a later turn (research asked
-        # for by grounding) gets the tools back.
-        repairing = (
-            self.output_schema is not None
-            and self.submit_tool is None
-            and state.messages[-1].kind == "repair"
-        )
-        schema = (
-            OutputSchema(
-                name=self.output_schema.__name__, json_schema=self.output_schema.model_json_schema()
-            )
-            if repairing and self.output_schema is not None
-            else None
-        )
-        if self.output_schema is not None and not self.tools and self.submit_tool is None:
+        """One model turn. The output schema goes with the tools on every turn, so a provider
+        with a strict mode holds the final answer to it (OpenAI json_schema, Anthropic's output
+        format or output tool, llama.cpp's grammar); only a repair turn drops the tools. (Only
+        the turn answering a repair prompt is one: a later turn, research asked for by
+        grounding, gets the tools back.)"""
+        schema = None
+        if self.output_schema is not None and self.submit_tool is None:
             schema = OutputSchema(
                 name=self.output_schema.__name__, json_schema=self.output_schema.model_json_schema()
             )
-        return await model_request(
-            self.model,
-            state.messages,
-            tools=self.tool_specs() if self.tools and schema is None else None,
+        repairing = schema is not None and state.messages[-1].kind == "repair"
+        parameters = ModelRequestParameters(
+            tools=self.tool_specs() if self.tools and not repairing else [],
             output_schema=schema,
             max_output_tokens=max_output_tokens,
         )
+        return await model_request(self.model, state.messages, parameters)
 
     def _exit_now(self, state: LoopState) -> bool:
         stop, _ = self.termination.check(state)
@@ -786,6 +812,13 @@ class Agent:
         except (ValidationError, ValueError) as exc:
             if state.repair_attempts < self.max_repair_attempts:
                 state.repair_attempts += 1
+                emit(
+                    "agent.repair",
+                    agent=self.name,
+                    attempt=state.repair_attempts,
+                    output_mode=response.output_mode,
+                    error=str(exc)[:300],
+                )
                 state.messages.append(
                     Message(
                         role="user",
@@ -881,40 +914,78 @@ class Agent:
         )
         return True
 
-    def _reflect(self, state: LoopState) -> None:
-        latest = [e for e in state.evidence if e.iteration == state.iterations]
-        issues = [f"{e.tool} failed: {e.error}" for e in latest if not e.success]
-        issues += [
-            f"{e.tool} returned nothing"
-            for e in latest
-            if e.success and not e.output.strip('[]{}" \n')
-        ]
-        last_tool_messages = [
-            m for m in state.messages[-len(state.last_tool_names) or None :] if m.role == "tool"
-        ]
-        if any(m.kind == "loop_warning" for m in last_tool_messages):
-            issues.append("a call repeated the previous step exactly")
-        verdict = "revise" if issues else "on_track"
+    def _reflect_by_rules(self, state: LoopState) -> None:
+        issues = rule_issues(state)
         emit(
             "agent.reflexion",
             agent=self.name,
             iteration=state.iterations,
-            verdict=verdict,
+            mode="rules",
+            verdict="revise" if issues else "on_track",
             issues=issues,
         )
         if issues:
             state.plan = "; ".join(issues)
-            state.messages.append(
-                Message(
-                    role="user",
-                    content="Reflection on your last step: "
-                    + "; ".join(issues)
-                    + ". That step went wrong. "
-                    "Before your next tool call, state a revised plan in one or two sentences that avoids "
-                    "this, then continue.",
-                    kind="reflection",
-                )
+            state.messages.append(rules_message(issues))
+
+    async def _reflect_by_model(self, state: LoopState, hook: CheckpointHook | None) -> None:
+        """Ask the model whether the last step helped and the plan holds; rewrite the plan when
+        not. Its tokens and cost count in the run's usage; a request the limits refuse is not
+        made (the next model turn then ends the run as the limits say)."""
+        state.reflexion_due = False
+        messages = reflexion_messages(state)
+        cap = None
+        try:
+            cap = self._output_cap(state, messages)
+            refused = self._spend_cap_reached(state, messages) is not None
+        except UsageLimitExceeded:
+            refused = True
+        if refused:
+            emit(
+                "agent.reflexion",
+                agent=self.name,
+                iteration=state.iterations,
+                mode="model",
+                verdict="skipped",
+                issues=["the run's limits leave no room for a self-evaluation"],
             )
+            await self._save(state, hook)
+            return
+        parameters = ModelRequestParameters(
+            output_schema=VERDICT_SCHEMA,
+            max_output_tokens=min(REFLEXION_MAX_OUTPUT_TOKENS, cap or REFLEXION_MAX_OUTPUT_TOKENS),
+        )
+        response = await model_request(self.model, messages, parameters)
+        state.usage = state.usage + response.usage
+        state.reflexion_requests += 1
+        verdict = parse_verdict(response)
+        if verdict is None:
+            # An answer without a verdict: judge the step by rule instead.
+            issues = rule_issues(state)
+            outcome = "revise" if issues else "unreadable"
+            if issues:
+                state.plan = "; ".join(issues)
+                state.messages.append(rules_message(issues))
+        else:
+            issues = [] if verdict.on_track else [verdict.reason or "the step did not help"]
+            outcome = "on_track" if verdict.on_track else "revise"
+            if verdict.plan.strip() and (not verdict.on_track or not state.plan):
+                state.plan = verdict.plan.strip()
+            if not verdict.on_track:
+                state.messages.append(revision_message(verdict))
+        emit(
+            "agent.reflexion",
+            agent=self.name,
+            iteration=state.iterations,
+            mode="model",
+            verdict=outcome,
+            issues=issues,
+            plan=state.plan,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+        )
+        self._check_exit(state)
+        await self._save(state, hook)
 
     async def _finish(self, state: LoopState) -> AgentResult:
         self.capture_layers(state)

@@ -39,6 +39,11 @@ class LoopState(BaseModel):
     loop_warnings: int = 0
     """Consecutive turns that repeated the previous turn's calls (a turn repeating nothing resets it)."""
     repair_attempts: int = 0
+    """Repair turns taken: answers that did not fit the output schema, asked for again."""
+    reflexion_due: bool = False
+    """A tool step ended and `reflexion="model"` evaluates it before the next model turn."""
+    reflexion_requests: int = 0
+    """Self-evaluation requests made; their tokens are in `usage`."""
     nudges: int = 0
     plan: str = ""
     started_at: float = Field(default_factory=time.time)

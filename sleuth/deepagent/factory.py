@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -137,7 +137,7 @@ def create_deepagent(
     limits: UsageLimits | None = None,
     max_cost_usd: float | None = None,
     approval: ApprovalPolicy | None = None,
-    reflexion: bool = True,
+    reflexion: bool | Literal["model", "rules"] = True,
     grounding: bool | GroundingSettings = True,
     grounding_threshold: float | None = None,
     judge_model: Model | str | None = None,

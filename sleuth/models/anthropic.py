@@ -9,15 +9,21 @@ Structured output has two modes (`anthropic_structured_output`):
   (GA in the installed SDK). The schema is first adapted with the SDK's `transform_schema`
   (objects closed, unsupported constraints moved into descriptions, which the agent's validation
   still enforces). A schema it cannot adapt falls back to "tool" for that request.
-- "tool": the long-standing pattern for models without native support: a tool whose input schema
-  is the output schema, forced with `tool_choice`; its input is the structured answer.
+- "tool": the structured-output tool pattern, for models without native support: a final tool
+  whose input schema is the output schema. Offered beside the agent's tools while it works; forced
+  with `tool_choice` when the request has no other tools (the agent is done, or a repair turn);
+  its input is the structured answer.
+
+Tools (the output tool included) go out with `strict: true` (the API's strict tool use: inputs
+always valid under the schema) whenever `transform_schema` can adapt their schema and the request's
+`strict` is not False.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, Unpack, assert_never
 
 import anthropic
 from anthropic.lib._parse._transform import transform_schema
@@ -26,13 +32,16 @@ from sleuth.models import errors
 from sleuth.models.base import (
     Message,
     ModelError,
+    ModelRequestParameters,
     ModelResponse,
     NonRetryableModelError,
     OutputSchema,
+    RequestKeywords,
     RetryableModelError,
     ToolCall,
     ToolSpec,
     Usage,
+    request_parameters,
     request_timeout,
 )
 from sleuth.runtime.redact import redact
@@ -42,6 +51,7 @@ BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 PLACEHOLDER_API_KEY = "sleuth-no-key"
 """Sent to a `base_url` proxy when no key is configured."""
 DEFAULT_MAX_TOKENS = 4096
+OUTPUT_TOOL_DESCRIPTION = "Submit the final answer as this tool's input."
 
 
 class AnthropicModel:
@@ -107,44 +117,36 @@ class AnthropicModel:
     async def request(
         self,
         messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        output_schema: OutputSchema | None = None,
-        max_output_tokens: int | None = None,
-        tool_choice: str | None = None,
-        top_logprobs: int | None = None,
+        parameters: ModelRequestParameters | None = None,
+        **keywords: Unpack[RequestKeywords],
     ) -> ModelResponse:
-        params, output_tool = self._params(
-            messages, tools, output_schema, max_output_tokens, tool_choice
-        )
+        parameters = request_parameters(parameters, keywords)
+        params, output_tool = self._params(messages, parameters)
         try:
             message = await self.client.messages.create(**params)
         except anthropic.APIError as exc:
             # The SDK's exception carries the raw error body: kept out of the cause chain (and so
             # out of workflow histories), only the redacted message goes on.
             raise self._map_error(exc) from None
-        return self._response(message, output_schema, output_tool)
+        return self._response(message, parameters.output_schema, output_tool)
 
     def _params(
-        self,
-        messages: list[Message],
-        tools: list[ToolSpec] | None,
-        output_schema: OutputSchema | None,
-        max_output_tokens: int | None,
-        tool_choice: str | None,
+        self, messages: list[Message], parameters: ModelRequestParameters
     ) -> tuple[dict[str, Any], str | None]:
         """The request parameters, and the name of the output tool when "tool" mode is used."""
+        tools, output_schema = parameters.tools, parameters.output_schema
+        tool_choice = parameters.tool_choice
         system, turns = _split_messages(messages)
         params: dict[str, Any] = {
             "model": self.name,
-            "max_tokens": max_output_tokens or self.max_tokens,
+            "max_tokens": parameters.max_output_tokens or self.max_tokens,
             "messages": turns,
         }
         if system:
             params["system"] = system
         tool_params: list[dict[str, Any]] = [
-            {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
-            for spec in tools or []
+            _tool_param(spec.name, spec.description, spec.parameters, parameters.strict)
+            for spec in tools
         ]
         output_config: dict[str, Any] = {}
         if self.effort is not None:
@@ -155,13 +157,14 @@ class AnthropicModel:
             if native_schema is not None:
                 output_config["format"] = {"type": "json_schema", "schema": native_schema}
             else:
-                output_tool = _output_tool_name(output_schema, tools or [])
+                output_tool = _output_tool_name(output_schema, tools)
                 tool_params.append(
-                    {
-                        "name": output_tool,
-                        "description": "Submit the final answer as this tool's input.",
-                        "input_schema": output_schema.json_schema,
-                    }
+                    _tool_param(
+                        output_tool,
+                        OUTPUT_TOOL_DESCRIPTION,
+                        output_schema.json_schema,
+                        parameters.strict,
+                    )
                 )
                 if not tools and tool_choice is None:
                     tool_choice = output_tool
@@ -223,10 +226,16 @@ class AnthropicModel:
         finish_reason = message.stop_reason
         if structured is not None and output_tool is not None:
             finish_reason = "end_turn"
+        output_mode = None
+        if output_schema is not None:
+            output_mode = "native" if output_tool is None else "tool"
+            if output_tool is not None and structured is None:
+                output_mode = "prompt"  # the model answered in text, not with the output tool
         return ModelResponse(
             text=text,
             tool_calls=calls,
             structured=structured,
+            output_mode=output_mode,
             usage=Usage(input_tokens=input_tokens, output_tokens=usage.output_tokens),
             model=message.model or self.name,
             finish_reason=finish_reason,
@@ -305,6 +314,21 @@ def _split_messages(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]
 def _text_blocks(text: str) -> list[dict[str, Any]]:
     # The API rejects empty text blocks.
     return [{"type": "text", "text": text}] if text else []
+
+
+def _tool_param(
+    name: str, description: str, schema: dict[str, Any], strict: bool | None
+) -> dict[str, Any]:
+    """A tool definition; strict (`strict: true`, with the schema as `transform_schema` adapts
+    it) unless `strict` is False or the schema cannot be adapted."""
+    tool: dict[str, Any] = {"name": name, "description": description, "input_schema": schema}
+    if strict is False:
+        return tool
+    try:
+        strict_schema = transform_schema(schema)
+    except (ValueError, TypeError):
+        return tool
+    return {**tool, "input_schema": strict_schema, "strict": True}
 
 
 def _tool_choice_param(tool_choice: str, names: list[str]) -> dict[str, Any]:

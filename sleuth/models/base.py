@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack, runtime_checkable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from sleuth.runtime.errors import SleuthError
 
@@ -70,6 +70,60 @@ class OutputSchema(BaseModel):
     json_schema: dict[str, Any]
 
 
+class ModelRequestParameters(BaseModel):
+    """Everything one model request asks for besides the messages (pydantic-ai's
+    `ModelRequestParameters`): what every adapter's `request` takes, in one typed, frozen object.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tools: list[ToolSpec] = Field(default_factory=list)
+    """The tools the model may call."""
+    output_schema: OutputSchema | None = None
+    """The JSON schema the final answer must satisfy; sent with `tools` too, where the provider
+    can enforce both (OpenAI `response_format` json_schema, Anthropic's output format or output
+    tool, llama.cpp's grammar)."""
+    max_output_tokens: int | None = None
+    """The most tokens the answer may use; None leaves the adapter's default."""
+    tool_choice: str | None = None
+    """"auto" (None means auto), "none", "required" or a tool name."""
+    top_logprobs: int | None = None
+    """Ask for each generated token's log probability and its `k` most likely alternatives
+    (`ModelResponse.logprobs`); adapters whose provider has none ignore it."""
+    strict: bool | None = None
+    """The provider's strict mode for the output schema and the tools' parameters: None (default)
+    whenever a schema can be made strict-compatible, False never, True always (the schemas must
+    already fit). An adapter's own setting (`openai_strict_output`) takes precedence."""
+
+
+class RequestKeywords(TypedDict, total=False):
+    """`ModelRequestParameters`' fields as keywords of `Model.request`, the form callers used
+    before the object existed; still accepted."""
+
+    tools: list[ToolSpec] | None
+    output_schema: OutputSchema | None
+    max_output_tokens: int | None
+    tool_choice: str | None
+    top_logprobs: int | None
+    strict: bool | None
+
+
+def request_parameters(
+    parameters: ModelRequestParameters | None, keywords: RequestKeywords
+) -> ModelRequestParameters:
+    """The request's parameters: `parameters`, or the keywords made into one object (None
+    values, and `tools=None`, mean the default). Passing both is an error."""
+    given = {key: value for key, value in keywords.items() if value is not None}
+    if parameters is None:
+        return ModelRequestParameters.model_validate(given)
+    if given:
+        raise TypeError(
+            f"Model.request got both parameters= and the keywords {', '.join(sorted(given))}; "
+            "put them into the ModelRequestParameters"
+        )
+    return parameters
+
+
 class Usage(BaseModel):
     """Token usage and cost of one request, or the sum over a run."""
 
@@ -115,6 +169,11 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     finish_reason: str | None = None
+    output_mode: str | None = None
+    """How the provider held the answer to the request's output schema: "json_schema_strict",
+    "json_schema", "json_object", "tool" (a forced or offered output tool), "native" (Anthropic's
+    output format), "grammar" (llama.cpp) or "prompt" (the schema only in the prompt); None
+    without an output schema. Only the strict modes guarantee a schema-valid answer."""
     logprobs: list[TokenLogprob] | None = None
     """Per generated token, when the request asked for `top_logprobs` and the provider returned
     them; None when it did not (a provider without token probabilities, or a server refusing them)."""
@@ -173,16 +232,10 @@ class Model(Protocol):
     async def request(
         self,
         messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        output_schema: OutputSchema | None = None,
-        max_output_tokens: int | None = None,
-        tool_choice: str | None = None,
-        top_logprobs: int | None = None,
+        parameters: ModelRequestParameters | None = None,
+        **keywords: Unpack[RequestKeywords],
     ) -> ModelResponse:
-        """Send one request. `tool_choice` is "auto" (default), "none", "required" or a tool name.
-
-        `top_logprobs=k` asks for each generated token's log probability and its `k` most likely
-        alternatives (`ModelResponse.logprobs`); adapters whose provider has none ignore it and
-        leave `logprobs` None."""
+        """Send one request with `parameters` (see `ModelRequestParameters`). The parameters'
+        fields are also accepted as keywords (`tools=`, `output_schema=`, ...); adapters turn
+        either form into one object with `request_parameters(parameters, keywords)`."""
         ...

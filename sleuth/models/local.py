@@ -46,21 +46,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, assert_never
+from typing import Any, Unpack, assert_never
 
 import numpy as np
 
 from sleuth.models import llama_build, weights
 from sleuth.models.base import (
     Message,
+    ModelRequestParameters,
     ModelResponse,
     NonRetryableModelError,
     OutputSchema,
+    RequestKeywords,
     TokenLogprob,
     ToolSpec,
     TopLogprob,
     Usage,
     model_settings,
+    request_parameters,
 )
 from sleuth.models.toolcalls import parse_tool_calls
 from sleuth.runtime.errors import SleuthError
@@ -464,15 +467,12 @@ class LocalModel:
     async def request(
         self,
         messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        output_schema: OutputSchema | None = None,
-        max_output_tokens: int | None = None,
-        tool_choice: str | None = None,
-        top_logprobs: int | None = None,
+        parameters: ModelRequestParameters | None = None,
+        **keywords: Unpack[RequestKeywords],
     ) -> ModelResponse:
-        tools = list(tools or [])
-        choice = tool_choice or "auto"
+        parameters = request_parameters(parameters, keywords)
+        tools = list(parameters.tools)
+        choice = parameters.tool_choice or "auto"
         if choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
             raise NonRetryableModelError(
                 f"tool_choice {choice!r} names no offered tool; offered: "
@@ -487,11 +487,11 @@ class LocalModel:
             self._request_sync,
             messages,
             tools,
-            output_schema,
-            max_output_tokens or self.max_output_tokens,
+            parameters.output_schema,
+            parameters.max_output_tokens or self.max_output_tokens,
             choice,
             cancelled,
-            top_logprobs,
+            parameters.top_logprobs,
         )
         try:
             return await asyncio.shield(future)
@@ -565,6 +565,8 @@ class LocalModel:
             text=content,
             tool_calls=tool_calls,
             structured=structured,
+            # Without a forced tool call the grammar admits the schema's JSON (or a tool call).
+            output_mode="grammar" if output_schema is not None and not forced else None,
             usage=usage,
             model=self.name,
             finish_reason="tool_calls" if tool_calls else finish_reason,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import openai
 
@@ -39,12 +39,15 @@ from sleuth.models import errors
 from sleuth.models.base import (
     Message,
     ModelError,
+    ModelRequestParameters,
     ModelResponse,
     NonRetryableModelError,
     OutputSchema,
+    RequestKeywords,
     RetryableModelError,
     ToolSpec,
     Usage,
+    request_parameters,
     request_timeout,
 )
 from sleuth.models.openai_compat import (
@@ -69,7 +72,7 @@ from sleuth.models.openai_schema import (
     json_in_text,
     schema_instruction,
     schema_name,
-    strict_json_schema,
+    strict_form,
     with_instruction,
 )
 from sleuth.models.toolcalls import intended_tool, parse_tool_calls
@@ -106,6 +109,9 @@ class _Attempt:
     top_logprobs: int | None
     tool_choice: str | None
     string_content: bool
+    strict_tools: bool
+    """Whether tools (and the output tool) go out with `strict: true` where their parameters
+    can be made strict-compatible; off for a server that refused it."""
 
 
 class OpenAIModel:
@@ -195,29 +201,27 @@ class OpenAIModel:
     async def request(
         self,
         messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        output_schema: OutputSchema | None = None,
-        max_output_tokens: int | None = None,
-        tool_choice: str | None = None,
-        top_logprobs: int | None = None,
+        parameters: ModelRequestParameters | None = None,
+        **keywords: Unpack[RequestKeywords],
     ) -> ModelResponse:
+        parameters = request_parameters(parameters, keywords)
+        top_logprobs = parameters.top_logprobs
+        strict = self._strict(parameters)
         if top_logprobs is not None and not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
             raise NonRetryableModelError(
                 f"top_logprobs={top_logprobs} is outside 0..{MAX_TOP_LOGPROBS}, the range the "
                 "Chat Completions API accepts"
             )
         attempt = _Attempt(
-            mode=self._structured_mode() if output_schema is not None else None,
+            mode=self._structured_mode() if parameters.output_schema is not None else None,
             top_logprobs=None if MEMORY.logprobs_refused(self.server) else top_logprobs,
-            tool_choice=tool_choice,
+            tool_choice=parameters.tool_choice,
             string_content=MEMORY.wants_string_content(self.server),
+            strict_tools=strict is not False and not MEMORY.strict_tools_refused(self.server),
         )
         spent = Usage()
         while True:
-            params, output_tool = self._params(
-                messages, tools, output_schema, max_output_tokens, attempt
-            )
+            params, output_tool, mode = self._params(messages, parameters, strict, attempt)
             try:
                 completion = await self.client.chat.completions.create(**params)
             except openai.APIStatusError as exc:
@@ -231,8 +235,9 @@ class OpenAIModel:
             except openai.APIError as exc:
                 raise self._other_error(exc) from None
             response, meant = self._response(
-                completion, tools or [], output_tool, attempt.mode, attempt.tool_choice
+                completion, parameters.tools, output_tool, mode, attempt.tool_choice
             )
+            response.output_mode = _output_mode(params, mode, response, output_tool)
             spent = spent + response.usage
             if meant is None:
                 return response.model_copy(update={"usage": spent})
@@ -245,6 +250,10 @@ class OpenAIModel:
     ) -> bool:
         """Change `attempt` to avoid what the server just refused, and remember that for the
         server; False when there is nothing to change (the error stands)."""
+        if attempt.strict_tools and "strict" in refused:
+            MEMORY.refuse_strict_tools(self.server, error_text)
+            attempt.strict_tools = False
+            return True
         if (
             not attempt.string_content
             and _has_null_content(params)
@@ -263,6 +272,10 @@ class OpenAIModel:
         attempt.mode = MEMORY.fall_back(self.server, mode, error_text)
         return attempt.mode is not None
 
+    def _strict(self, parameters: ModelRequestParameters) -> bool | None:
+        """Strict mode for this request: the adapter's setting, else the request's."""
+        return self.strict_output if self.strict_output is not None else parameters.strict
+
     def _structured_mode(self) -> StructuredMode:
         if self.structured_output == "auto":
             return MEMORY.structured_mode(self.server)
@@ -271,14 +284,19 @@ class OpenAIModel:
     def _params(
         self,
         messages: list[Message],
-        tools: list[ToolSpec] | None,
-        output_schema: OutputSchema | None,
-        max_output_tokens: int | None,
+        parameters: ModelRequestParameters,
+        strict: bool | None,
         attempt: _Attempt,
-    ) -> tuple[dict[str, Any], ToolSpec | None]:
-        """The request's parameters, and the tool that carries the answer in "tool" mode."""
+    ) -> tuple[dict[str, Any], ToolSpec | None, StructuredMode | None]:
+        """The request's parameters, the tool that carries the answer in "tool" mode, and the
+        structured-output mode this request uses."""
+        tools, output_schema = parameters.tools, parameters.output_schema
         mode, tool_choice = attempt.mode, attempt.tool_choice
-        offered = list(tools or [])
+        if tools and mode == "json_object":
+            # Servers enforce json_object with a grammar over the whole answer, which would keep
+            # the model from calling its tools: with tools the schema rides in the prompt.
+            mode = "prompt"
+        offered = list(tools)
         output_tool = None
         if output_schema is not None and mode in ("json_object", "prompt"):
             messages = with_instruction(messages, schema_instruction(output_schema))
@@ -292,7 +310,9 @@ class OpenAIModel:
             "messages": [message_param(m, attempt.string_content) for m in messages],
         }
         if offered:
-            params["tools"] = [tool_param(spec) for spec in offered]
+            params["tools"] = [
+                tool_param(spec, strict if attempt.strict_tools else False) for spec in offered
+            ]
             # Explicit even though OpenAI defaults to it: some servers (llama-cpp-python's
             # chatml-function-calling) show the model its tools only when tool_choice is set.
             params["tool_choice"] = tool_choice_param(tool_choice or "auto", offered)
@@ -303,11 +323,11 @@ class OpenAIModel:
                 f"tool_choice {tool_choice!r} needs tools, but the request to {self.name!r} has none"
             )
         if output_schema is not None and mode == "json_schema":
-            params["response_format"] = self._json_schema_format(output_schema)
+            params["response_format"] = _json_schema_format(output_schema, strict)
         elif output_schema is not None and mode == "json_object":
             params["response_format"] = {"type": "json_object"}
-        if max_output_tokens is not None:
-            params[self.max_tokens_field] = max_output_tokens
+        if parameters.max_output_tokens is not None:
+            params[self.max_tokens_field] = parameters.max_output_tokens
         if attempt.top_logprobs is not None:
             params["logprobs"] = True
             params["top_logprobs"] = attempt.top_logprobs
@@ -319,25 +339,7 @@ class OpenAIModel:
             "extra_body": self.extra_body,
         }
         params.update({key: value for key, value in optional.items() if value is not None})
-        return params, output_tool
-
-    def _json_schema_format(self, output_schema: OutputSchema) -> dict[str, Any]:
-        schema = output_schema.json_schema
-        strict = False
-        if self.strict_output is None:
-            strict_schema = strict_json_schema(schema)
-            if strict_schema is not None:
-                schema, strict = strict_schema, True
-        elif self.strict_output:
-            schema, strict = strict_json_schema(schema) or schema, True
-        return {
-            "type": "json_schema",
-            "json_schema": {
-                "name": schema_name(output_schema.name),
-                "schema": schema,
-                "strict": strict,
-            },
-        }
+        return params, output_tool, mode
 
     def _response(
         self,
@@ -448,9 +450,39 @@ class OpenAIModel:
         )
 
 
+def _json_schema_format(output_schema: OutputSchema, strict: bool | None) -> dict[str, Any]:
+    schema, is_strict = strict_form(output_schema.json_schema, strict)
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": schema_name(output_schema.name),
+            "schema": schema,
+            "strict": is_strict,
+        },
+    }
+
+
+def _output_mode(
+    params: dict[str, Any],
+    mode: StructuredMode | None,
+    response: ModelResponse,
+    output_tool: ToolSpec | None,
+) -> str | None:
+    """`ModelResponse.output_mode`: how this request held the answer to the schema."""
+    if mode == "json_schema":
+        strict = params["response_format"]["json_schema"]["strict"]
+        return "json_schema_strict" if strict else "json_schema"
+    if mode == "tool" and (output_tool is None or response.structured is None):
+        return "prompt"  # the model answered in text instead of calling the output tool
+    return mode
+
+
 def _sent_groups(params: dict[str, Any]) -> set[str]:
-    """The request's parameter names, as `refused_parameters` reads them."""
+    """The request's parameter names, as `refused_parameters` reads them (`strict` when a tool
+    went out strict)."""
     sent = set(params) - {"model", "messages", "extra_body", "tool_choice", "top_logprobs"}
+    if any(tool["function"].get("strict") for tool in params.get("tools", [])):
+        sent.add("strict")
     return sent | set(params.get("extra_body") or {})
 
 

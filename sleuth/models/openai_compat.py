@@ -4,8 +4,8 @@ Servers differ in what they accept: llama.cpp's servers take `response_format` `
 not `json_schema`, some gateways take neither, some models refuse `logprobs`. When a server
 refuses a parameter, its error answer names it (a 400, or a 500 from servers that validate late);
 `refused_parameters` reads that answer, and `ServerMemory` remembers per base URL and model, for
-the life of the process, which structured-output mode works, whether token probabilities do, and
-whether a tool-calling turn without text must carry `""` rather than null, so only the first
+the life of the process, which structured-output mode works, whether token probabilities do,
+whether it takes `strict: true` on a tool, and whether a tool-calling turn without text must carry `""` rather than null, so only the first
 request pays for finding out.
 """
 
@@ -113,6 +113,7 @@ class ServerMemory:
         self._modes: dict[tuple[str, str], StructuredMode] = {}
         self._no_logprobs: set[tuple[str, str]] = set()
         self._string_content: set[tuple[str, str]] = set()
+        self._no_strict_tools: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def forget(self) -> None:
@@ -121,6 +122,7 @@ class ServerMemory:
             self._modes.clear()
             self._no_logprobs.clear()
             self._string_content.clear()
+            self._no_strict_tools.clear()
 
     def structured_mode(self, server: tuple[str, str]) -> StructuredMode:
         """The mode `auto` uses for `server`: the first that has not been refused."""
@@ -164,6 +166,23 @@ class ServerMemory:
             self._no_logprobs.add(server)
         log.warning(
             "openai.logprobs_refused",
+            server=redact(server[0]),
+            model=server[1],
+            reason=preview(redact(reason), 300),
+        )
+
+    def strict_tools_refused(self, server: tuple[str, str]) -> bool:
+        with self._lock:
+            return server in self._no_strict_tools
+
+    def refuse_strict_tools(self, server: tuple[str, str], reason: str) -> None:
+        """Record that `server` refuses `strict` in a tool's definition (logged once)."""
+        with self._lock:
+            if server in self._no_strict_tools:
+                return
+            self._no_strict_tools.add(server)
+        log.warning(
+            "openai.strict_tools_refused",
             server=redact(server[0]),
             model=server[1],
             reason=preview(redact(reason), 300),

@@ -13,21 +13,26 @@ from sleuth.models.base import (
     ToolSpec,
     TopLogprob,
 )
+from sleuth.models.openai_schema import strict_form
 
 INVALID_ARGUMENTS_KEY = "_invalid_json"
 """A tool call whose arguments are not a JSON object carries the raw text under this key, so the
 tool's argument validation rejects it and the model is told, instead of the run failing."""
 
 
-def tool_param(spec: ToolSpec) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": spec.parameters,
-        },
+def tool_param(spec: ToolSpec, strict: bool | None = False) -> dict[str, Any]:
+    """A function tool. With `strict` (see `strict_form`) its parameters go out in strict mode,
+    made strict-compatible: every object closed and every property required. A tool whose
+    parameters cannot be (an open dictionary, `minLength`, ...) goes without `strict`."""
+    parameters, is_strict = strict_form(spec.parameters, strict)
+    function: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": parameters,
     }
+    if is_strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
 
 
 def token_logprobs(logprobs: Any) -> list[TokenLogprob] | None:

@@ -68,6 +68,17 @@ def strict_json_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def strict_form(schema: dict[str, Any], strict: bool | None) -> tuple[dict[str, Any], bool]:
+    """The schema to send, and whether it goes with `strict: true`: None makes it strict when
+    `strict_json_schema` can, True always (the schema must already fit), False never."""
+    if strict is False:
+        return schema, False
+    strict_schema = strict_json_schema(schema)
+    if strict_schema is not None:
+        return strict_schema, True
+    return schema, strict is True
+
+
 def _make_strict(schema: Any, root: dict[str, Any], seen_refs: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(schema, dict):
         raise _NotStrictCompatible(f"schema node {schema!r} is not an object")

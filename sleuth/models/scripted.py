@@ -11,29 +11,48 @@ import itertools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 from sleuth.models.base import (
     Message,
+    ModelRequestParameters,
     ModelResponse,
     OutputSchema,
+    RequestKeywords,
     ToolCall,
     ToolSpec,
     Usage,
+    request_parameters,
 )
 from sleuth.runtime.errors import SleuthError
 
 
 @dataclass
 class ModelCall:
-    """One request a `ScriptedModel` received."""
+    """One request a `ScriptedModel` received: its messages and its parameters."""
 
     messages: list[Message]
-    tools: list[ToolSpec]
-    output_schema: OutputSchema | None
-    max_output_tokens: int | None
-    tool_choice: str | None
-    top_logprobs: int | None = None
+    parameters: ModelRequestParameters = field(default_factory=ModelRequestParameters)
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        return self.parameters.tools
+
+    @property
+    def output_schema(self) -> OutputSchema | None:
+        return self.parameters.output_schema
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        return self.parameters.max_output_tokens
+
+    @property
+    def tool_choice(self) -> str | None:
+        return self.parameters.tool_choice
+
+    @property
+    def top_logprobs(self) -> int | None:
+        return self.parameters.top_logprobs
 
     @property
     def last_user_text(self) -> str:
@@ -141,20 +160,12 @@ class ScriptedModel:
     async def request(
         self,
         messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        output_schema: OutputSchema | None = None,
-        max_output_tokens: int | None = None,
-        tool_choice: str | None = None,
-        top_logprobs: int | None = None,
+        parameters: ModelRequestParameters | None = None,
+        **keywords: Unpack[RequestKeywords],
     ) -> ModelResponse:
         call = ModelCall(
             messages=[m.model_copy(deep=True) for m in messages],
-            tools=list(tools or []),
-            output_schema=output_schema,
-            max_output_tokens=max_output_tokens,
-            tool_choice=tool_choice,
-            top_logprobs=top_logprobs,
+            parameters=request_parameters(parameters, keywords),
         )
         self.calls.append(call)
         if self._position < len(self.turns):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,7 +21,15 @@ from sleuth.agent.state import LoopState
 from sleuth.grounding import ground_claims, split_claims
 from sleuth.grounding.judge import failure_reason
 from sleuth.grounding.scoring import JUDGE_SYSTEM, QUOTE_SYSTEM
-from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolSpec, Usage
+from sleuth.models.base import (
+    Message,
+    Model,
+    ModelRequestParameters,
+    ModelResponse,
+    RequestKeywords,
+    Usage,
+    request_parameters,
+)
 from sleuth.research.citations import (
     drop_invented_citations,
     drop_invented_in,
@@ -144,13 +152,10 @@ class _Meter:
     async def request(
         self,
         messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        output_schema: OutputSchema | None = None,
-        max_output_tokens: int | None = None,
-        tool_choice: str | None = None,
-        top_logprobs: int | None = None,
+        parameters: ModelRequestParameters | None = None,
+        **keywords: Unpack[RequestKeywords],
     ) -> ModelResponse:
+        parameters = request_parameters(parameters, keywords)
         if self._limits is not None:
             try:
                 cap = self._limits.check_before_request(
@@ -159,16 +164,10 @@ class _Meter:
             except UsageLimitExceeded as exc:
                 raise BudgetSpent(str(exc), self.usage) from exc
             if cap is not None:
-                max_output_tokens = min(cap, max_output_tokens or cap)
-        response = await model_request(
-            self.model,
-            messages,
-            tools=tools,
-            output_schema=output_schema,
-            max_output_tokens=max_output_tokens,
-            tool_choice=tool_choice,
-            top_logprobs=top_logprobs,
-        )
+                parameters = parameters.model_copy(
+                    update={"max_output_tokens": min(cap, parameters.max_output_tokens or cap)}
+                )
+        response = await model_request(self.model, messages, parameters)
         self.usage = self.usage + response.usage
         return response
 

@@ -16,11 +16,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Unpack
 
 from opentelemetry import trace
 
-from sleuth.models.base import Message, Model, ModelResponse, OutputSchema, ToolSpec
+from sleuth.models.base import (
+    Message,
+    Model,
+    ModelRequestParameters,
+    ModelResponse,
+    RequestKeywords,
+    request_parameters,
+)
 from sleuth.usage.pricing import model_key, priced
 
 TRACER_NAME = "sleuth"
@@ -37,14 +44,11 @@ def tracer() -> trace.Tracer:
 async def model_request(
     model: Model,
     messages: list[Message],
-    *,
-    tools: list[ToolSpec] | None = None,
-    output_schema: OutputSchema | None = None,
-    max_output_tokens: int | None = None,
-    tool_choice: str | None = None,
-    top_logprobs: int | None = None,
+    parameters: ModelRequestParameters | None = None,
+    **keywords: Unpack[RequestKeywords],
 ) -> ModelResponse:
-    """`model.request(...)` inside a span, with the response's usage priced.
+    """`model.request(messages, parameters)` inside a span, with the response's usage priced.
+    The parameters may also come as keywords (see `ModelRequestParameters`).
 
     The span (`chat <model>`) carries the model, the tokens, the cost in USD and the latency.
     """
@@ -55,14 +59,7 @@ async def model_request(
         attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": key},
     ) as span:
         started = time.perf_counter()
-        response = await model.request(
-            messages,
-            tools=tools,
-            output_schema=output_schema,
-            max_output_tokens=max_output_tokens,
-            tool_choice=tool_choice,
-            top_logprobs=top_logprobs,
-        )
+        response = await model.request(messages, request_parameters(parameters, keywords))
         latency_ms = (time.perf_counter() - started) * 1000
         usage = priced(model, response.usage)
         span.set_attributes(

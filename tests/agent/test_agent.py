@@ -261,7 +261,7 @@ def test_an_invalid_final_answer_is_sent_back_with_the_error_a_bounded_number_of
     assert "confidence" in repair_prompts[1] and "less than or equal to 1" in repair_prompts[1]
 
 
-def test_a_repaired_answer_is_accepted_and_repairs_ask_for_the_schema() -> None:
+def test_a_repaired_answer_is_accepted_and_counted_and_repairs_ask_for_the_schema() -> None:
     model = ScriptedModel(
         [
             tool_call("search", query="q"),
@@ -273,9 +273,15 @@ def test_a_repaired_answer_is_accepted_and_repairs_ask_for_the_schema() -> None:
     model.assert_complete()
     assert result.stop_reason == "completed"
     assert result.parsed == Answer(answer="42", confidence=0.7)
-    assert model.calls[1].output_schema is None and model.calls[1].tool_names == ["search"]
+    # The schema goes with the tools on every turn (a provider's strict mode holds the answer to
+    # it); the repair turn drops the tools.
+    for call in model.calls[:2]:
+        assert call.output_schema is not None and call.output_schema.name == "Answer"
+        assert call.tool_names == ["search"]
     repair = model.calls[2]
     assert repair.output_schema is not None and repair.output_schema.name == "Answer"
+    assert repair.tool_names == []
+    assert result.repair_turns == 1
 
 
 def test_tokens_are_counted_per_run() -> None:

@@ -9,10 +9,12 @@ from typing import Any
 
 import httpx2
 import pytest
+from anthropic.lib._parse._transform import transform_schema
 from pydantic import BaseModel, Field
 
 from sleuth.models import (
     Message,
+    ModelRequestParameters,
     NonRetryableModelError,
     OutputSchema,
     RetryableModelError,
@@ -178,7 +180,12 @@ async def test_tool_use_round_trip_and_message_mapping() -> None:
         },
     ]
     assert body["tools"] == [
-        {"name": "search", "description": "Search the corpus.", "input_schema": SEARCH.parameters}
+        {
+            "name": "search",
+            "description": "Search the corpus.",
+            "input_schema": {**SEARCH.parameters, "additionalProperties": False},
+            "strict": True,
+        }
     ]
     assert body["tool_choice"] == {"type": "any"}
     assert body["max_tokens"] == 300
@@ -249,7 +256,9 @@ async def test_tool_mode_structured_output_forces_the_output_tool() -> None:
     body = fake.bodies[0]
     assert "output_config" not in body
     assert body["tools"][0]["name"] == "final_Report"
-    assert body["tools"][0]["input_schema"] == Report.model_json_schema()
+    assert body["tools"][0]["input_schema"] == transform_schema(Report.model_json_schema())
+    assert body["tools"][0]["strict"] is True
+    assert response.output_mode == "tool"
     assert body["tool_choice"] == {"type": "tool", "name": "final_Report"}
 
 
@@ -323,7 +332,7 @@ def test_missing_key_names_the_environment_variable() -> None:
 def test_tool_message_without_call_id_fails_loudly() -> None:
     model = AnthropicModel("claude-sonnet-4-6", api_key="k")
     with pytest.raises(NonRetryableModelError, match="tool_call_id"):
-        model._params([Message(role="tool", content="x")], None, None, None, None)
+        model._params([Message(role="tool", content="x")], ModelRequestParameters())
 
 
 async def test_schema_native_mode_cannot_express_falls_back_to_the_output_tool() -> None:

@@ -17,9 +17,10 @@ from sleuth.models import (
     ToolCall,
     ToolSpec,
 )
-from sleuth.models.openai import OpenAIModel, strict_json_schema
+from sleuth.models.openai import OpenAIModel
 from sleuth.models.openai_compat import MEMORY
 from sleuth.models.openai_messages import INVALID_ARGUMENTS_KEY
+from sleuth.models.openai_schema import strict_json_schema
 from tests.helpers.fake_openai import FakeOpenAI, api_error, completion
 
 
@@ -130,12 +131,14 @@ async def test_tool_calls_round_trip_and_message_mapping() -> None:
         "tool_call_id": "call_1",
         "content": "CRM is $80bn",
     }
+    # Strict tool parameters: the object closed, every property required.
     assert body["tools"][0] == {
         "type": "function",
         "function": {
             "name": "search",
             "description": "Search the corpus.",
-            "parameters": SEARCH.parameters,
+            "parameters": {**SEARCH.parameters, "additionalProperties": False},
+            "strict": True,
         },
     }
     assert body["tool_choice"] == "required"

@@ -104,7 +104,11 @@ async def test_auto_falls_back_through_every_mode_and_remembers_per_server_and_m
     assert "JSON schema" in system_prompt(object_mode)
     assert system_prompt(object_mode).startswith("You are terse.")
     assert tool_mode["tools"][0]["function"]["name"] == "final_Capital"
-    assert tool_mode["tools"][0]["function"]["parameters"] == CAPITAL.json_schema
+    assert tool_mode["tools"][0]["function"]["parameters"] == {
+        **CAPITAL.json_schema,
+        "additionalProperties": False,
+    }
+    assert tool_mode["tools"][0]["function"]["strict"] is True
     assert tool_mode["tool_choice"] == {"type": "function", "function": {"name": "final_Capital"}}
     assert "response_format" not in tool_mode
     assert "response_format" not in prompt_mode and "tools" not in prompt_mode

@@ -206,6 +206,9 @@ async def test_calls_the_server_leaves_in_the_text_become_tool_calls(
         max_output_tokens=80,
     )
 
+    # The tool went out strict, and the server took it at the first request.
+    assert exchange.sent[0]["tools"][0]["function"]["strict"] is True
+    assert exchange.sent[0]["tools"][0]["function"]["parameters"]["additionalProperties"] is False
     ((status, raw),) = exchange.received
     raw_message = raw["choices"][0]["message"]
     assert status == 200 and not raw_message.get("tool_calls")

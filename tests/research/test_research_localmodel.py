@@ -12,12 +12,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Unpack
 
 import pytest
 
 from sleuth import create_research_workflow
 from sleuth.models import Model, resolve, weights
-from sleuth.models.base import Message, ModelResponse, OutputSchema, ToolSpec
+from sleuth.models.base import (
+    Message,
+    ModelRequestParameters,
+    ModelResponse,
+    RequestKeywords,
+    request_parameters,
+)
 from sleuth.models.scripted import text, tool_call
 from sleuth.research import Node, node_of_request
 from sleuth.tools import tool
@@ -59,25 +66,14 @@ class ScriptedSearch:
     async def request(
         self,
         messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        output_schema: OutputSchema | None = None,
-        max_output_tokens: int | None = None,
-        tool_choice: str | None = None,
-        top_logprobs: int | None = None,
+        parameters: ModelRequestParameters | None = None,
+        **keywords: Unpack[RequestKeywords],
     ) -> ModelResponse:
         if node_of_request(messages) == Node.EXECUTE:
             if any(m.role == "tool" for m in messages):
                 return text("Searched the reference.")
             return tool_call("search_docs", query="with statement port")
-        return await self.model.request(
-            messages,
-            tools=tools,
-            output_schema=output_schema,
-            max_output_tokens=max_output_tokens,
-            tool_choice=tool_choice,
-            top_logprobs=top_logprobs,
-        )
+        return await self.model.request(messages, request_parameters(parameters, keywords))
 
 
 @pytest.fixture
