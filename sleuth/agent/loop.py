@@ -548,7 +548,7 @@ class Agent:
         with a strict mode holds the final answer to it (OpenAI json_schema, Anthropic's output
         format or output tool, llama.cpp's grammar); only a repair turn drops the tools. (Only
         the turn answering a repair prompt is one: a later turn, research asked for by
-        grounding, gets the tools back.)"""
+        grounding, gets the tools back)."""
         schema = None
         if self.output_schema is not None and self.submit_tool is None:
             schema = OutputSchema(

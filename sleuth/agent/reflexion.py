@@ -85,7 +85,7 @@ def reflexion_mode(setting: bool | str, model: Model) -> ReflexionMode | None:
 
 
 def default_reflexion(model: Model) -> ReflexionMode:
-    """ "model" for hosted providers, "rules" for local and other models (see the module doc)."""
+    """The default form: `model` for hosted providers, `rules` for local and other models."""
     provider = getattr(model, "provider", None)
     return "model" if provider in HOSTED_PROVIDERS else "rules"
 
