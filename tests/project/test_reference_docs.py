@@ -123,3 +123,22 @@ def test_no_page_documents_a_flag_the_command_lacks() -> None:
         text = page.read_text()
         assert not re.search(r"sleuth research[^\n`]*--quiet", text), page.name
         assert "`--no-events` / `--quiet`" not in text, page.name
+
+
+def test_the_architecture_diagram_is_drawn_from_the_import_graph_as_it_is() -> None:
+    """docs/architecture.md's layer diagram is what scripts/gen_architecture_diagram.py draws
+    from the import graph now, and it shows the Temporal layer apart from the SDK."""
+    generator = script("gen_architecture_diagram")
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    assert generator.rewritten(page) == page, (
+        "docs/architecture.md's diagram is stale: run python scripts/gen_architecture_diagram.py"
+    )
+    drawn = generator.diagram()
+    assert "p_workers -->" in drawn and "p_research -->" in drawn
+    temporal = {generator._id(name) for name in generator.TEMPORAL_LAYER}
+    upward = [
+        line
+        for line in drawn.splitlines()
+        if "-->" in line and line.split()[0] not in temporal and line.split()[-1] in temporal
+    ]
+    assert not upward, f"the SDK imports the Temporal layer: {upward}"
