@@ -3,6 +3,8 @@
 import asyncio
 import uuid
 
+from temporalio.client import WorkflowExecutionStatus
+
 from sleuth import App, ReviewDecision, ReviewPolicy, create_research_workflow, tool
 from sleuth.temporal import (
     ResearchOutcome,
@@ -45,6 +47,8 @@ async def main() -> None:
         # The run waits on a durable timer; anyone can read what it waits for with a Query.
         pending = None
         while pending is None:
+            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+                await handle.result()  # the run ended before asking: this raises its failure
             pending = await handle.query("pending_review")
             await asyncio.sleep(0.2)
         print("waiting for review:", pending["review_id"], "-", pending["subject"])

@@ -19,6 +19,7 @@ from typing import Any
 
 from sleuth.grounding.scoring import JUDGE_SYSTEM, QUOTE_SYSTEM
 from sleuth.models.base import Message, ModelResponse, ToolCall, ToolSpec
+from sleuth.models.base import ModelRequestParameters
 from sleuth.models.scripted import ModelCall, text, tool_call
 from sleuth.research import node_of_request
 
@@ -62,10 +63,11 @@ def model_call(body: dict[str, Any]) -> ModelCall:
     choice = body.get("tool_choice")
     return ModelCall(
         messages=messages,
-        tools=tools,
-        output_schema=None,
-        max_output_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
-        tool_choice=choice if isinstance(choice, str) else None,
+        parameters=ModelRequestParameters(
+            tools=tools,
+            max_output_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
+            tool_choice=choice if isinstance(choice, str) else None,
+        ),
     )
 
 
