@@ -16,6 +16,16 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 
 
+class MkdocsLoader(yaml.SafeLoader):
+    """mkdocs.yml as data: a `!!python/name:` tag (a Markdown extension's function) is read as
+    its name, not imported."""
+
+
+MkdocsLoader.add_multi_constructor(
+    "tag:yaml.org,2002:python/name:", lambda loader, suffix, node: suffix
+)
+
+
 def script(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec and spec.loader
@@ -68,7 +78,7 @@ def nav_pages(nav: list) -> list[str]:
 
 
 def test_every_docs_page_is_in_the_navigation() -> None:
-    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=MkdocsLoader)
     in_nav = set(nav_pages(config["nav"]))
     pages = {path.name for path in (ROOT / "docs").glob("*.md")}
     assert pages - in_nav == set(), "add these pages to mkdocs.yml's nav"
