@@ -18,8 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sleuth.grounding.scoring import JUDGE_SYSTEM, QUOTE_SYSTEM
-from sleuth.models.base import Message, ModelResponse, ToolCall, ToolSpec
-from sleuth.models.base import ModelRequestParameters
+from sleuth.models.base import Message, ModelRequestParameters, ModelResponse, ToolCall, ToolSpec
 from sleuth.models.scripted import ModelCall, text, tool_call
 from sleuth.research import node_of_request
 
