@@ -107,20 +107,10 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    args.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
-    options = args.parse_args(argv)
-    text = render()
-    if options.check:
-        if not PAGE.exists() or PAGE.read_text() != text:
-            print(
-                f"{PAGE.relative_to(ROOT)} is stale: run python {Path(__file__).relative_to(ROOT)}"
-            )
-            return 1
-        return 0
-    PAGE.write_text(text)
-    print(f"wrote {PAGE.relative_to(ROOT)}")
-    return 0
+    from scripts.generated_page import write_or_check
+
+    description = (__doc__ or "").splitlines()[0]
+    return write_or_check(PAGE, render(), __file__, description, argv)
 
 
 if __name__ == "__main__":
