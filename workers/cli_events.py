@@ -210,8 +210,10 @@ class StepDisplay:
                 self._end("✓", _decided(data), event.timestamp)
             case "research.finished":
                 self._clear()
-            case _ if self.details and describe_event(event):
-                self._say("  " + describe_event(event))  # under the step it belongs to
+            case _ if self.details:
+                line = describe_event(event)
+                if line:
+                    self._say("  " + line)  # under the step it belongs to
 
     def fail(self, reason: str) -> None:
         """Mark the running step failed (the run failed without saying which step did)."""
